@@ -1,0 +1,106 @@
+// The CGNR step kernels on the CPU (reference loops with OpenMP).
+
+#include <vector>
+
+#include "kernels/backends.hpp"
+#include "kernels/cgnr_scalars.hpp"
+
+namespace recon::kernels::cpu {
+namespace {
+
+double dot(const float* x, const float* y, size_type len)
+{
+    double sum = 0.0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (size_type i = 0; i < len; ++i) sum += static_cast<double>(x[i]) * y[i];
+    return sum;
+}
+
+bool running(const CgnrScalars& s) { return s.status == SolveStatus::running; }
+
+}  // namespace
+
+void cgnr_init(const Executor&, const CgnrParams& params, int batch, View<const float> g,
+               View<const float> reference, View<float> d, View<CgnrScalars> scalars)
+{
+    const size_type n = g.size / batch;
+    for (int b = 0; b < batch; ++b) {
+        const float* gb = g.data + b * n;
+        float* db = d.data + b * n;
+#pragma omp parallel for schedule(static)
+        for (size_type i = 0; i < n; ++i) db[i] = -gb[i];
+        const float* rb = reference.data ? reference.data + b * n : gb;
+        cgnr_scalars_begin(scalars[b], params, dot(gb, gb, n), dot(rb, rb, n));
+    }
+}
+
+void cgnr_step_dots(const Executor&, int batch, View<const float> d, View<const float> e,
+                    View<const float> g, View<CgnrScalars> scalars)
+{
+    const size_type n = d.size / batch;
+    for (int b = 0; b < batch; ++b) {
+        if (!running(scalars[b])) continue;
+        scalars[b].f = dot(d.data + b * n, e.data + b * n, n);
+        scalars[b].gd = dot(g.data + b * n, d.data + b * n, n);
+    }
+}
+
+void cgnr_step_update(const Executor&, int batch, View<const float> d, View<const float> u,
+                      View<float> x, View<float> h, View<CgnrScalars> scalars)
+{
+    const size_type n = d.size / batch;
+    for (int b = 0; b < batch; ++b) {
+        if (!running(scalars[b]) || !cgnr_scalars_alpha(scalars[b])) continue;
+        const float alpha = static_cast<float>(scalars[b].alpha);
+        const float* db = d.data + b * n;
+        const float* ub = u.data + b * n;
+        float* xb = x.data + b * n;
+        float* hb = h.data ? h.data + b * n : nullptr;
+#pragma omp parallel for schedule(static)
+        for (size_type i = 0; i < n; ++i) {
+            xb[i] += alpha * db[i];
+            if (hb) hb[i] += alpha * ub[i];
+        }
+    }
+}
+
+void cgnr_update_residual(const Executor&, int batch, View<const float> q, View<float> r,
+                          View<CgnrScalars> scalars)
+{
+    const size_type m = q.size / batch;
+    for (int b = 0; b < batch; ++b) {
+        if (!running(scalars[b])) continue;
+        const float alpha = static_cast<float>(scalars[b].alpha);
+        const float* qb = q.data + b * m;
+        float* rb = r.data + b * m;
+#pragma omp parallel for schedule(static)
+        for (size_type i = 0; i < m; ++i) rb[i] += alpha * qb[i];
+    }
+}
+
+void cgnr_step_beta(const Executor&, const CgnrParams& params, int batch, View<const float> g,
+                    View<const float> e, View<CgnrScalars> scalars)
+{
+    const size_type n = g.size / batch;
+    for (int b = 0; b < batch; ++b) {
+        if (!running(scalars[b])) continue;
+        const float* gb = g.data + b * n;
+        cgnr_scalars_end(scalars[b], params, dot(gb, e.data + b * n, n), dot(gb, gb, n));
+    }
+}
+
+void cgnr_step_direction(const Executor&, int batch, View<const float> g, View<float> d,
+                         View<CgnrScalars> scalars)
+{
+    const size_type n = g.size / batch;
+    for (int b = 0; b < batch; ++b) {
+        if (!running(scalars[b])) continue;
+        const float beta = static_cast<float>(scalars[b].beta);
+        const float* gb = g.data + b * n;
+        float* db = d.data + b * n;
+#pragma omp parallel for schedule(static)
+        for (size_type i = 0; i < n; ++i) db[i] = -gb[i] + beta * db[i];
+    }
+}
+
+}  // namespace recon::kernels::cpu

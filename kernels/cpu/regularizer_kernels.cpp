@@ -1,0 +1,55 @@
+// Regularizer stencils on the CPU: F(p, v) for each term, summed onto a base.
+
+#include "kernels/backends.hpp"
+#include "kernels/stencils.hpp"
+
+namespace recon::kernels::cpu {
+
+void regularizer_prepare(const Executor&, const RegularizerTerms& terms, ImageGrid grid,
+                         int batch, View<const float> p, View<float> state)
+{
+    const size_type n = grid.size();
+    size_type slot = 0;
+    for (int t = 0; t < terms.count; ++t) {
+        const RegularizerTerm& term = terms.term[t];
+        if (!needs_state(term.kind)) continue;
+        for (int b = 0; b < batch; ++b) {
+            const float* pb = p.data + b * n;
+            float* sb = state.data + (slot * batch + b) * n;
+#pragma omp parallel for schedule(static)
+            for (index_t iy = 0; iy < grid.ny; ++iy) {
+                for (index_t ix = 0; ix < grid.nx; ++ix) {
+                    sb[iy * grid.nx + ix] = term_state(term, pb, grid, ix, iy);
+                }
+            }
+        }
+        ++slot;
+    }
+}
+
+void regularizer_apply_add(const Executor&, const RegularizerTerms& terms, ImageGrid grid,
+                           int batch, View<const float> state, View<const float> base,
+                           View<const float> v, View<float> out)
+{
+    const size_type n = grid.size();
+    for (int b = 0; b < batch; ++b) {
+        const float* vb = v.data + b * n;
+#pragma omp parallel for schedule(static)
+        for (index_t iy = 0; iy < grid.ny; ++iy) {
+            for (index_t ix = 0; ix < grid.nx; ++ix) {
+                const size_type i = b * n + iy * grid.nx + ix;
+                float sum = base[i];
+                size_type slot = 0;
+                for (int t = 0; t < terms.count; ++t) {
+                    const RegularizerTerm& term = terms.term[t];
+                    const float* sb =
+                        needs_state(term.kind) ? state.data + (slot++ * batch + b) * n : nullptr;
+                    sum += term_apply(term, sb, vb, grid, ix, iy);
+                }
+                out[i] = sum;
+            }
+        }
+    }
+}
+
+}  // namespace recon::kernels::cpu

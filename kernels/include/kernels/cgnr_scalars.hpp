@@ -1,0 +1,75 @@
+#pragma once
+// The scalar part of each CGNR step (DESIGN §3), shared by both backends so
+// that the guards and stop tests are identical on CPU and GPU.
+
+#include <cmath>
+
+#include "kernels/common.hpp"
+#include "kernels/solver_state.hpp"
+
+namespace recon::kernels {
+
+RECON_HD bool is_finite(double v)
+{
+#if defined(__CUDA_ARCH__)
+    return isfinite(v);
+#else
+    return std::isfinite(v);
+#endif
+}
+
+/// After g0: gg = ‖g0‖², and gg0 = ‖Aᵀb‖² (the gradient's norm at x = 0),
+/// the reference of the relative tolerance — not ‖g0‖, which a warm start
+/// makes small, so that a warm-started frame would have to shrink an
+/// already small gradient by the same factor again.
+RECON_HD void cgnr_scalars_begin(CgnrScalars& s, const CgnrParams& p, double gg, double gg_ref)
+{
+    s.gg0 = gg_ref > 0.0 ? gg_ref : gg;
+    s.gg = gg;
+    s.iterations = 0;
+    s.alpha = 0;
+    s.beta = 0;
+    if (!is_finite(gg) || !is_finite(s.gg0)) {
+        s.status = SolveStatus::non_finite;
+    } else if (gg == 0.0) {
+        s.status = SolveStatus::converged;
+    } else if (p.max_iterations <= 0) {
+        s.status = SolveStatus::max_iterations;
+    } else {
+        s.status = SolveStatus::running;
+    }
+}
+
+/// α = -(gᵀd) / (dᵀe), guarded: returns false (and sets the status) when the
+/// step cannot be taken.
+RECON_HD bool cgnr_scalars_alpha(CgnrScalars& s)
+{
+    if (!is_finite(s.f) || !is_finite(s.gd)) {
+        s.status = SolveStatus::non_finite;
+        return false;
+    }
+    if (s.f <= 0.0) {
+        s.status = SolveStatus::breakdown;
+        return false;
+    }
+    s.alpha = -s.gd / s.f;
+    return true;
+}
+
+/// β = (g_{k+1}ᵀ e_k) / f_k, the iteration count, and the stop tests.
+RECON_HD void cgnr_scalars_end(CgnrScalars& s, const CgnrParams& p, double ge, double gg)
+{
+    s.ge = ge;
+    s.gg = gg;
+    s.beta = ge / s.f;
+    s.iterations += 1;
+    if (!is_finite(gg) || !is_finite(s.beta)) {
+        s.status = SolveStatus::non_finite;
+    } else if (gg <= p.tolerance * p.tolerance * s.gg0) {
+        s.status = SolveStatus::converged;
+    } else if (s.iterations >= p.max_iterations) {
+        s.status = SolveStatus::max_iterations;
+    }
+}
+
+}  // namespace recon::kernels

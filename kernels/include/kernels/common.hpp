@@ -1,0 +1,30 @@
+#pragma once
+// Basic types and the host/device qualifier shared by both backends.
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define RECON_HD __host__ __device__ __forceinline__
+#else
+#define RECON_HD inline
+#endif
+
+namespace recon::kernels {
+
+/// Row and column indices of system matrices and images.
+using index_t = std::int32_t;
+/// Counts of nonzeros and offsets into nonzero arrays (can exceed 2^31).
+using size_type = std::int64_t;
+
+/// Non-owning, trivially copyable view of a contiguous array in one memory
+/// space (host or device). Passed by value into kernels.
+template <class T>
+struct View {
+    T* data = nullptr;
+    size_type size = 0;
+
+    RECON_HD T& operator[](size_type i) const { return data[i]; }
+    RECON_HD bool empty() const { return size == 0; }
+};
+
+}  // namespace recon::kernels

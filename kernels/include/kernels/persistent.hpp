@@ -1,0 +1,55 @@
+#pragma once
+// The whole CGNR solve (DESIGN §3, both forms) in one persistent cooperative
+// kernel: one block per SM, grid-wide syncs only where the row pass needs
+// every block's contribution.
+//
+// Layout of the work: the rows of A are split over all threads of the grid;
+// each block scatters its rows' share of Aᵀ(·) into an image in shared
+// memory and adds it once to a global image; after one grid sync every block
+// reads the complete image and performs the image-space part of the
+// iteration (regularizer stencils, dot products, α, β, the x/h/g/d updates)
+// redundantly and identically on its own copy of the image-space vectors
+// in shared memory and registers. So the fused form costs one grid sync per
+// iteration and CGLS1 two. This needs the images of the batch to fit in one
+// block: see persistent_cgnr_supports().
+
+#include <string>
+
+#include "kernels/common.hpp"
+#include "kernels/executor.hpp"
+#include "kernels/regularizer_views.hpp"
+#include "kernels/solver_state.hpp"
+#include "kernels/system_views.hpp"
+
+namespace recon::kernels {
+
+/// The solver's buffers (device memory of one executor, borrowed) and
+/// settings. Vectors hold `batch` frames back to back.
+struct PersistentCgnrProblem {
+    SystemView system;
+    RegularizerTerms terms;
+    ImageGrid grid;
+    CgnrParams params;
+    bool cgls1 = false;            // CGLS1 form (r kept, h = Aᵀr); else fused
+    int residual_replacement = 0;  // fused form: h = Aᵀ(Ax − b) every K iterations; 0: never
+    int batch = 1;
+    /// How the blocks' scattered images are combined each pass: false adds
+    /// them into one global image with atomics (one grid sync); true writes
+    /// them out and sums them in a second, distributed phase (two grid
+    /// syncs, no atomics, the same order every run).
+    bool two_phase_reduction = false;
+    View<const float> b;  // [batch][m] measurements
+    View<float> x;        // [batch][n] initial guess in, solution out
+    View<float> r;        // [batch][m] residual A x − b (work and out)
+    View<float> q;        // [batch][m] A d (CGLS1 only; may be empty otherwise)
+    View<float> h;        // [batch][n] Aᵀ r at the end
+    View<float> g;        // [batch][n] gradient at the end (may equal h)
+    View<float> d;        // [batch][n] direction at the end
+    View<CgnrScalars> scalars;  // [batch]
+};
+
+/// Empty when the persistent kernel can solve `problem` on exec's device,
+/// else the reason (e.g. the batch's images do not fit in shared memory).
+std::string persistent_cgnr_supports(const Executor& exec, const PersistentCgnrProblem& problem);
+
+}  // namespace recon::kernels

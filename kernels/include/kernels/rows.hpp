@@ -1,0 +1,148 @@
+#pragma once
+// Row generators: the entries of row i of A for each system model, as one
+// host/device function per model. Both backends and materialization call the
+// same code, so a row generated on the fly, on the GPU or on the CPU, and the
+// stored matrix made from it have identical columns and weights, and A and
+// its adjoint are matched exactly.
+//
+// for_each_entry(view, row, f) calls f(col, weight) for every entry of the
+// row (entries with weight 0 may be skipped).
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common.hpp"
+#include "kernels/system_views.hpp"
+
+namespace recon::kernels {
+
+/// Counter-based 64-bit hash (splitmix64 finalizer over a mixed counter):
+/// a pure function of its arguments, identical on host and device.
+RECON_HD std::uint64_t hash64(std::uint64_t seed, std::uint64_t a, std::uint64_t b)
+{
+    std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (a + 1) + 0xD1B54A32D192ED03ull * (b + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/// Uniform float in [0, 1) from the top 24 bits of a hash.
+RECON_HD float unit_float(std::uint64_t h)
+{
+    return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+}
+
+// --- synthetic ---------------------------------------------------------------
+
+RECON_HD size_type synthetic_row_begin(const SyntheticView& v, index_t row)
+{
+    return static_cast<size_type>(row) * v.nnz / v.rows;
+}
+
+RECON_HD index_t synthetic_row_length(const SyntheticView& v, index_t row)
+{
+    return static_cast<index_t>(synthetic_row_begin(v, row + 1) -
+                                synthetic_row_begin(v, row));
+}
+
+/// Entry j of a synthetic row: the columns are split into `length` equal
+/// segments and entry j takes a hashed column inside segment j (so columns
+/// are distinct and sorted); weights are uniform in [0.05, 1).
+RECON_HD void synthetic_entry(const SyntheticView& v, index_t row, index_t j,
+                              index_t length, index_t& col, float& weight)
+{
+    const std::uint64_t h = hash64(v.seed, static_cast<std::uint64_t>(row),
+                                   static_cast<std::uint64_t>(j));
+    const size_type lo = static_cast<size_type>(j) * v.cols / length;
+    const size_type hi = static_cast<size_type>(j + 1) * v.cols / length;
+    col = static_cast<index_t>(lo + static_cast<size_type>((h & 0xFFFFFFFFull) %
+                                                           static_cast<std::uint64_t>(hi - lo)));
+    weight = 0.05f + 0.95f * unit_float(h);
+}
+
+template <class F>
+RECON_HD void for_each_entry(const SyntheticView& v, index_t row, F&& f)
+{
+    const index_t length = synthetic_row_length(v, row);
+    for (index_t j = 0; j < length; ++j) {
+        index_t col;
+        float weight;
+        synthetic_entry(v, row, j, length, col, weight);
+        f(col, weight);
+    }
+}
+
+// --- parallel2d (Joseph's method) -------------------------------------------
+
+/// Most entries a parallel2d row can have: two pixels per step along the
+/// dominant axis.
+RECON_HD index_t parallel2d_max_row_length(const Parallel2dView& v)
+{
+    return 2 * (v.nx > v.ny ? v.nx : v.ny);
+}
+
+/// The ray of detector coordinate t at angle (c, s) = (cos, sin) is the line
+/// x c + y s = t in image coordinates x = ix - (nx-1)/2, y = iy - (ny-1)/2.
+/// Joseph's method steps along the axis the ray is closer to and linearly
+/// interpolates between the two nearest pixels across it; each step covers a
+/// path length of 1/|cos| (or 1/|sin|).
+template <class F>
+RECON_HD void for_each_entry(const Parallel2dView& v, index_t row, F&& f)
+{
+    const index_t view = row / v.bins;
+    const index_t bin = row - view * v.bins;
+    const float c = v.cos_angle[view];
+    const float s = v.sin_angle[view];
+    const float t = static_cast<float>(bin) - 0.5f * static_cast<float>(v.bins - 1) - v.center_offset;
+    const float cx = 0.5f * static_cast<float>(v.nx - 1);
+    const float cy = 0.5f * static_cast<float>(v.ny - 1);
+    const bool step_y = fabsf(c) >= fabsf(s);
+    // Stepping along `major`, the crossing coordinate on the minor axis is
+    // affine in the major index: minor(k) = base + slope * k.
+    const index_t n_major = step_y ? v.ny : v.nx;
+    const index_t n_minor = step_y ? v.nx : v.ny;
+    const float inv = 1.0f / (step_y ? c : s);
+    const float scale = fabsf(inv);
+    const float slope = -(step_y ? s : c) * inv;
+    const float c_major = step_y ? cy : cx;
+    const float c_minor = step_y ? cx : cy;
+    const float base = t * inv - slope * c_major + c_minor;
+    for (index_t k = 0; k < n_major; ++k) {
+        const float p = base + slope * static_cast<float>(k);
+        if (!(p > -1.0f && p < static_cast<float>(n_minor))) continue;
+        const float pf = floorf(p);
+        const index_t i0 = static_cast<index_t>(pf);
+        const float w1 = p - pf;
+        const float w0 = 1.0f - w1;
+        if (i0 >= 0 && w0 != 0.0f) {
+            f(step_y ? k * v.nx + i0 : i0 * v.nx + k, w0 * scale);
+        }
+        if (i0 + 1 < n_minor && w1 != 0.0f) {
+            f(step_y ? k * v.nx + i0 + 1 : (i0 + 1) * v.nx + k, w1 * scale);
+        }
+    }
+}
+
+// --- stored matrices ---------------------------------------------------------
+
+template <class F>
+RECON_HD void for_each_entry(const CsrView& v, index_t row, F&& f)
+{
+    for (size_type k = v.row_ptr[row]; k < v.row_ptr[row + 1]; ++k) {
+        f(v.col_idx[k], v.values[k]);
+    }
+}
+
+template <class F>
+RECON_HD void for_each_entry(const SlicedEllView& v, index_t row, F&& f)
+{
+    const index_t slice = row / v.slice_size;
+    const index_t lane = row - slice * v.slice_size;
+    const size_type start = v.slice_offset[slice] + lane;
+    for (index_t j = 0; j < v.slice_width[slice]; ++j) {
+        const size_type k = start + static_cast<size_type>(j) * v.slice_size;
+        f(v.col_idx[k], v.values[k]);
+    }
+}
+
+}  // namespace recon::kernels

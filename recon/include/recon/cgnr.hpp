@@ -1,0 +1,148 @@
+#pragma once
+// The CGNR solver of DESIGN §3, written once over the kernels' primitives:
+// the same code runs on the CPU and on a CUDA stream.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/executor.hpp"
+#include "kernels/memory.hpp"
+#include "kernels/solver_state.hpp"
+#include "recon/regularizer.hpp"
+#include "recon/system_model.hpp"
+
+namespace recon::kernels {
+class SolveGraph;  // kernels/include/kernels/graph.hpp: an instantiated CUDA graph
+}  // namespace recon::kernels
+
+namespace recon {
+
+using kernels::SolveStatus;
+
+enum class CgnrForm {
+    fused,  // h = Aᵀr tracked in image space (CGLS2-like), with residual replacement
+    cgls1,  // r kept in measurement space, h = Aᵀr formed each iteration (stable)
+};
+
+CgnrForm parse_cgnr_form(const std::string& text);
+const char* to_string(CgnrForm form);
+
+/// How a solve is launched on a CUDA executor (the CPU always loops on the host).
+enum class SolveLaunch {
+    host_loop,   // one stream launch per kernel, stop flags read every status_check_interval
+    graph,       // the whole solve as one CUDA graph launch
+    persistent,  // one persistent cooperative kernel with grid-wide syncs
+};
+
+SolveLaunch parse_solve_launch(const std::string& text);
+const char* to_string(SolveLaunch launch);
+
+struct SolverOptions {
+    int max_iterations = 400;
+    double tolerance = 0.0;        // stop when ‖g‖ ≤ tolerance ‖Aᵀb‖ (= ‖g0‖ from x0 = 0); 0: never
+    CgnrForm form = CgnrForm::fused;
+    int residual_replacement = 50;  // fused form: recompute h = Aᵀ(Ax − b) every K; 0: never
+    int status_check_interval = 1;  // host loop: read the stop flags every this many iterations
+    SolveLaunch launch = SolveLaunch::host_loop;
+    int graph_unroll = 10;          // graph: iterations per turn of the conditional loop
+
+    /// Throws std::invalid_argument naming the bad option.
+    void validate() const;
+};
+
+/// The outcome of one frame's solve.
+struct FrameResult {
+    int iterations = 0;
+    double rel_gradient = 0.0;  // ‖g‖ / ‖Aᵀb‖ at the end
+    SolveStatus status = SolveStatus::running;
+};
+
+/// Hook for reporting (instead of prints). Called on the calling thread.
+class SolveObserver {
+public:
+    virtual ~SolveObserver() = default;
+    /// After a status check of the host loop: iteration k of the batch and
+    /// each frame's relative gradient so far.
+    virtual void on_iteration(int /*k*/, const std::vector<double>& /*rel_gradient*/) {}
+    /// After solve(): results per frame and the host wall time of the solve.
+    virtual void on_solve(const std::vector<FrameResult>& /*results*/, double /*wall_ms*/) {}
+};
+
+/// Solves `batch` frames at once against one system model and regularizer.
+/// All work buffers are allocated in the constructor, in exec's memory; a
+/// solve allocates nothing. Use: write b into input() (and the initial guess
+/// into image(): zeros, or the previous image for a warm start), call
+/// solve(), read image() and results().
+class CgnrSolver {
+public:
+    CgnrSolver(const SystemModel& system, Regularizer regularizer, SolverOptions options,
+               const Executor& exec, int batch = 1);
+    ~CgnrSolver();
+    CgnrSolver(const CgnrSolver&) = delete;
+    CgnrSolver& operator=(const CgnrSolver&) = delete;
+
+    /// Measurements b, [batch][m] in exec's memory.
+    View<float> input() { return b_.view(); }
+    /// Images x, [batch][n] in exec's memory: initial guess in, solution out.
+    View<float> image() { return x_.view(); }
+
+    /// Runs the iteration until every frame has stopped. On the CPU it
+    /// returns when done; on CUDA it is queued on exec.stream() and reads
+    /// the stop flags every options.status_check_interval iterations.
+    void solve();
+    /// Per-frame outcome of the last solve (synchronizes the executor).
+    std::vector<FrameResult> results() const;
+
+    void set_observer(SolveObserver* observer) { observer_ = observer; }
+    int batch() const { return batch_; }
+    const Executor& executor() const { return exec_; }
+    const SolverOptions& options() const { return options_; }
+    const SystemModel& system() const { return system_; }
+    const Regularizer& regularizer() const { return regularizer_; }
+
+    /// The two halves of solve(), exposed so that a whole solve can be
+    /// captured into a CUDA graph: initialize() forms r0, h0, g0, d0;
+    /// iterate(k) performs iteration k for every running frame.
+    void initialize();
+    void iterate(int k);
+    /// True while any frame's status is running (reads scalars: synchronizes).
+    bool any_running() const;
+
+private:
+    void form_data_gradient();  // h = Aᵀ(A x − b), via r
+    void solve_host_loop();
+    void solve_graph();       // recon/src/cgnr_graph.cpp
+    void solve_persistent();  // recon/src/cgnr_graph.cpp
+
+    const SystemModel& system_;
+    Regularizer regularizer_;
+    SolverOptions options_;
+    Executor exec_;
+    int batch_;
+    kernels::SystemView view_;
+    kernels::ImageGrid grid_;
+    kernels::CgnrParams params_;
+    SolveObserver* observer_ = nullptr;
+
+    kernels::Array<float> b_, x_;      // input, image
+    kernels::Array<float> r_, q_;      // measurement space: residual, A d
+    kernels::Array<float> h_, g_, d_;  // Aᵀr, gradient, direction
+    kernels::Array<float> u_, e_;      // Aᵀ A d, u + F(x, d)
+    kernels::Array<float> state_;      // regularizer state from the lagged image
+    kernels::Array<kernels::CgnrScalars> scalars_;
+    struct GraphDeleter {
+        void operator()(kernels::SolveGraph* graph) const;  // cgnr_graph.cpp
+    };
+    std::unique_ptr<kernels::SolveGraph, GraphDeleter> graph_;  // captured on the first graph solve
+};
+
+/// Convenience for one frame on the host: returns x solving the problem
+/// from x0 (zeros when empty).
+std::vector<float> solve_cgnr(const SystemModel& system, const Regularizer& regularizer,
+                              const SolverOptions& options, const Executor& exec,
+                              const std::vector<float>& b, const std::vector<float>& x0 = {},
+                              FrameResult* result = nullptr);
+
+}  // namespace recon

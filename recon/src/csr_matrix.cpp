@@ -1,0 +1,116 @@
+// CSR validation and the sliced ELLPACK-transposed layout.
+
+#include "recon/csr_matrix.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace recon {
+
+using kernels::index_t;
+using kernels::size_type;
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& source, const std::string& what)
+{
+    throw std::invalid_argument{source + ": " + what};
+}
+
+}  // namespace
+
+void CsrMatrix::validate(const std::string& source) const
+{
+    if (rows <= 0 || cols <= 0) {
+        invalid(source, "matrix shape must be positive, found " + std::to_string(rows) + " x " +
+                            std::to_string(cols));
+    }
+    if (row_ptr.size() != static_cast<std::size_t>(rows) + 1) {
+        invalid(source, "indptr must have rows + 1 = " + std::to_string(rows + 1) +
+                            " entries, found " + std::to_string(row_ptr.size()));
+    }
+    if (col_idx.size() != values.size()) {
+        invalid(source, "indices and data differ in length (" + std::to_string(col_idx.size()) +
+                            " vs " + std::to_string(values.size()) + ")");
+    }
+    if (values.empty()) invalid(source, "matrix is empty (no nonzeros)");
+    if (row_ptr.front() != 0) {
+        invalid(source, "indptr[0] must be 0, found " + std::to_string(row_ptr.front()));
+    }
+    if (row_ptr.back() != nnz()) {
+        invalid(source, "indptr[rows] must equal nnz = " + std::to_string(nnz()) + ", found " +
+                            std::to_string(row_ptr.back()));
+    }
+    for (index_t i = 0; i < rows; ++i) {
+        const size_type begin = row_ptr[i];
+        const size_type end = row_ptr[i + 1];
+        if (end < begin) {
+            invalid(source, "indptr is not monotone at row " + std::to_string(i) + " (" +
+                                std::to_string(begin) + " then " + std::to_string(end) + ")");
+        }
+        for (size_type k = begin; k < end; ++k) {
+            const index_t c = col_idx[static_cast<std::size_t>(k)];
+            if (c < 0 || c >= cols) {
+                invalid(source, "column index " + std::to_string(c) + " out of range [0, " +
+                                    std::to_string(cols) + ") in row " + std::to_string(i));
+            }
+            if (k > begin && c <= col_idx[static_cast<std::size_t>(k - 1)]) {
+                invalid(source, std::string{"column indices "} +
+                                    (c == col_idx[static_cast<std::size_t>(k - 1)] ? "duplicated"
+                                                                                    : "unsorted") +
+                                    " in row " + std::to_string(i) + " (" +
+                                    std::to_string(col_idx[static_cast<std::size_t>(k - 1)]) +
+                                    " then " + std::to_string(c) + ")");
+            }
+            if (!std::isfinite(values[static_cast<std::size_t>(k)])) {
+                invalid(source, "non-finite value in row " + std::to_string(i));
+            }
+        }
+    }
+}
+
+SlicedEll to_sliced_ell(const CsrMatrix& csr, index_t slice_size)
+{
+    if (slice_size <= 0) throw std::invalid_argument{"sliced ELL: slice size must be positive"};
+    SlicedEll ell;
+    ell.rows = csr.rows;
+    ell.cols = csr.cols;
+    ell.slice_size = slice_size;
+    const index_t slices = (csr.rows + slice_size - 1) / slice_size;
+    ell.slice_width.resize(static_cast<std::size_t>(slices));
+    ell.slice_offset.assign(static_cast<std::size_t>(slices) + 1, 0);
+    for (index_t s = 0; s < slices; ++s) {
+        index_t width = 0;
+        for (index_t i = s * slice_size; i < std::min(csr.rows, (s + 1) * slice_size); ++i) {
+            width = std::max(width, static_cast<index_t>(csr.row_ptr[i + 1] - csr.row_ptr[i]));
+        }
+        ell.slice_width[s] = width;
+        ell.slice_offset[s + 1] = ell.slice_offset[s] + static_cast<size_type>(width) * slice_size;
+    }
+    const auto stored = static_cast<std::size_t>(ell.slice_offset.back());
+    ell.col_idx.assign(stored, 0);
+    ell.values.assign(stored, 0.0f);
+    for (index_t i = 0; i < csr.rows; ++i) {
+        const index_t s = i / slice_size;
+        const index_t lane = i - s * slice_size;
+        const size_type begin = csr.row_ptr[i];
+        const index_t length = static_cast<index_t>(csr.row_ptr[i + 1] - begin);
+        // Padding repeats the last column (a harmless read of a cached address).
+        const index_t pad_col = length > 0 ? csr.col_idx[static_cast<std::size_t>(begin + length - 1)] : 0;
+        for (index_t j = 0; j < ell.slice_width[s]; ++j) {
+            const auto k = static_cast<std::size_t>(ell.slice_offset[s] +
+                                                    static_cast<size_type>(j) * slice_size + lane);
+            if (j < length) {
+                ell.col_idx[k] = csr.col_idx[static_cast<std::size_t>(begin + j)];
+                ell.values[k] = csr.values[static_cast<std::size_t>(begin + j)];
+            } else {
+                ell.col_idx[k] = pad_col;
+            }
+        }
+    }
+    return ell;
+}
+
+}  // namespace recon

@@ -1,0 +1,175 @@
+// The CPU primitives against plain loops, on fresh random inputs with the
+// outputs poisoned first, and the CGNR step guards.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/primitives.hpp"
+#include "kernels/rows.hpp"
+#include "test_utils.hpp"
+
+namespace recon::kernels {
+namespace {
+
+using test::cview_of;
+using test::view_of;
+
+constexpr float poison = std::numeric_limits<float>::quiet_NaN();
+
+/// Dense copy of a system view's rows.
+std::vector<double> dense(const SystemView& system)
+{
+    const index_t m = rows_of(system), n = cols_of(system);
+    std::vector<double> a(static_cast<std::size_t>(m) * n, 0.0);
+    for (index_t i = 0; i < m; ++i) {
+        std::visit([&](const auto& s) {
+            for_each_entry(s, i, [&](index_t col, float w) { a[i * n + col] += w; });
+        }, system);
+    }
+    return a;
+}
+
+TEST(CpuPrimitives, ApplyAdjointAndNormalMatchDenseLoops)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const SyntheticView system{700, 150, 4321, seed};
+    const index_t m = 700, n = 150;
+    const int batch = 2;
+    const auto a = dense(system);
+    const auto x = test::random_vector(n * batch, rng);
+    const auto y = test::random_vector(m * batch, rng);
+    std::vector<float> ax(m * batch, poison), aty(n * batch, poison), u(n * batch, poison),
+        q(m * batch, poison);
+    const Executor cpu = Executor::cpu();
+    apply(cpu, system, batch, cview_of(x), view_of(ax));
+    apply_adjoint(cpu, system, batch, cview_of(y), view_of(aty));
+    normal_apply(cpu, system, batch, cview_of(x), view_of(u), view_of(q));
+    for (int b = 0; b < batch; ++b) {
+        std::vector<double> ref_ax(m, 0.0), ref_aty(n, 0.0), ref_u(n, 0.0);
+        for (index_t i = 0; i < m; ++i) {
+            for (index_t j = 0; j < n; ++j) {
+                ref_ax[i] += a[i * n + j] * x[b * n + j];
+                ref_aty[j] += a[i * n + j] * y[b * m + i];
+            }
+        }
+        for (index_t i = 0; i < m; ++i) {
+            for (index_t j = 0; j < n; ++j) ref_u[j] += a[i * n + j] * ref_ax[i];
+        }
+        const std::vector<float> axb(ax.begin() + b * m, ax.begin() + (b + 1) * m);
+        const std::vector<float> atyb(aty.begin() + b * n, aty.begin() + (b + 1) * n);
+        const std::vector<float> ub(u.begin() + b * n, u.begin() + (b + 1) * n);
+        const std::vector<float> qb(q.begin() + b * m, q.begin() + (b + 1) * m);
+        EXPECT_LT(test::rel_error(axb, ref_ax), 1e-6);
+        EXPECT_LT(test::rel_error(atyb, ref_aty), 1e-6);
+        EXPECT_LT(test::rel_error(ub, ref_u), 1e-6);
+        EXPECT_LT(test::rel_error(qb, ref_ax), 1e-6);
+    }
+}
+
+TEST(CpuPrimitives, EmptyRowsAndASingleRow)
+{
+    // CSR with empty rows 0 and 2.
+    const std::vector<size_type> row_ptr{0, 0, 2, 2, 3};
+    const std::vector<index_t> cols{1, 3, 0};
+    const std::vector<float> vals{2.0f, -1.0f, 4.0f};
+    const CsrView csr{4, 4, row_ptr.data(), cols.data(), vals.data()};
+    const std::vector<float> x{1, 2, 3, 4};
+    std::vector<float> y(4, poison), u(4, poison);
+    apply(Executor::cpu(), csr, 1, cview_of(x), view_of(y));
+    EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 4}));
+    normal_apply(Executor::cpu(), csr, 1, cview_of(x), view_of(u), View<float>{});
+    // A x = [0, 0, 0, 4]: Aᵀ(Ax) = 4 * row 3 = [16, 0, 0, 0]
+    EXPECT_EQ(u, (std::vector<float>{16, 0, 0, 0}));
+    const SyntheticView single{1, 10, 3, 9};
+    std::vector<float> one(1, poison), back(10, poison);
+    const auto x10 = std::vector<float>(10, 1.0f);
+    apply(Executor::cpu(), single, 1, cview_of(x10), view_of(one));
+    apply_adjoint(Executor::cpu(), single, 1, cview_of(one), view_of(back));
+    EXPECT_TRUE(std::isfinite(one[0]));
+    for (float v : back) EXPECT_TRUE(std::isfinite(v));
+}
+
+TEST(CpuPrimitives, VectorOps)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const auto x = test::random_vector(1000, rng), y = test::random_vector(1000, rng);
+    std::vector<float> out(1000, poison);
+    axpby(Executor::cpu(), 2.0f, cview_of(x), -0.5f, cview_of(y), view_of(out));
+    for (int i = 0; i < 1000; ++i) EXPECT_FLOAT_EQ(out[i], 2.0f * x[i] - 0.5f * y[i]);
+    std::vector<double> dots(4, std::nan(""));
+    batched_dot(Executor::cpu(), 4, cview_of(x), cview_of(y), view_of(dots));
+    for (int b = 0; b < 4; ++b) {
+        double ref = 0;
+        for (int i = 0; i < 250; ++i) ref += static_cast<double>(x[b * 250 + i]) * y[b * 250 + i];
+        EXPECT_NEAR(dots[b], ref, 1e-9);
+    }
+    fill(Executor::cpu(), view_of(out), 3.5f);
+    for (float v : out) EXPECT_EQ(v, 3.5f);
+}
+
+TEST(CgnrSteps, UpdateGuardsBreakdownAndNonFinite)
+{
+    std::vector<CgnrScalars> s(3);
+    s[0].f = -1.0;  // not positive: breakdown
+    s[0].gd = -2.0;
+    s[1].f = std::numeric_limits<double>::infinity();
+    s[1].gd = -1.0;
+    s[2].f = 4.0;  // healthy: α = -gd / f = 0.5
+    s[2].gd = -2.0;
+    std::vector<float> d(6, 1.0f), u(6, 2.0f), x(6, 10.0f), h(6, 20.0f);
+    cgnr_step_update(Executor::cpu(), 3, cview_of(d), cview_of(u), view_of(x), view_of(h), view_of(s));
+    EXPECT_EQ(s[0].status, SolveStatus::breakdown);
+    EXPECT_EQ(s[1].status, SolveStatus::non_finite);
+    EXPECT_EQ(s[2].status, SolveStatus::running);
+    EXPECT_EQ(x, (std::vector<float>{10, 10, 10, 10, 10.5f, 10.5f}));
+    EXPECT_EQ(h, (std::vector<float>{20, 20, 20, 20, 21, 21}));
+}
+
+TEST(CgnrSteps, BetaAppliesTheStopTestsInOrder)
+{
+    CgnrParams params{5, 0.1};
+    std::vector<CgnrScalars> s(3);
+    for (auto& v : s) {
+        v.f = 2.0;
+        v.gg0 = 100.0;
+        v.iterations = 1;
+    }
+    s[2].iterations = 4;
+    // frame 0: ‖g‖² = 0.5 ≤ 0.01 * 100 → converged; frame 1: NaN; frame 2: hits max.
+    std::vector<float> g{0.5f, 0.5f, NAN, 1.0f, 3.0f, 3.0f};
+    std::vector<float> e{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    cgnr_step_beta(Executor::cpu(), params, 3, cview_of(g), cview_of(e), view_of(s));
+    EXPECT_EQ(s[0].status, SolveStatus::converged);
+    EXPECT_DOUBLE_EQ(s[0].beta, 0.5);  // gᵀe / f = 1 / 2
+    EXPECT_EQ(s[1].status, SolveStatus::non_finite);
+    EXPECT_EQ(s[2].status, SolveStatus::max_iterations);
+    EXPECT_EQ(s[2].iterations, 5);
+    // Stopped frames are left alone by later steps.
+    std::vector<float> d(6, 7.0f);
+    cgnr_step_direction(Executor::cpu(), 3, cview_of(g), view_of(d), view_of(s));
+    EXPECT_EQ(d, std::vector<float>(6, 7.0f));
+}
+
+TEST(CgnrSteps, InitStatuses)
+{
+    std::vector<CgnrScalars> s(3);
+    std::vector<float> g{1.0f, 2.0f, 0.0f, 0.0f, INFINITY, 1.0f};
+    std::vector<float> d(6, poison);
+    cgnr_init(Executor::cpu(), CgnrParams{10, 0.0}, 3, cview_of(g), View<const float>{}, view_of(d),
+              view_of(s));
+    EXPECT_EQ(s[0].status, SolveStatus::running);
+    EXPECT_DOUBLE_EQ(s[0].gg0, 5.0);
+    EXPECT_EQ(s[1].status, SolveStatus::converged);
+    EXPECT_EQ(s[2].status, SolveStatus::non_finite);
+    EXPECT_EQ(d[0], -1.0f);
+    EXPECT_EQ(d[1], -2.0f);
+}
+
+}  // namespace
+}  // namespace recon::kernels

@@ -1,0 +1,122 @@
+// CSR validation errors and the sliced ELLPACK-transposed layout.
+
+#include <gtest/gtest.h>
+
+#include "recon/system_model.hpp"
+#include "test_utils.hpp"
+
+namespace recon {
+namespace {
+
+CsrMatrix small()
+{
+    // [[1 0 2], [0 0 0], [0 3 0]]
+    CsrMatrix m;
+    m.rows = 3;
+    m.cols = 3;
+    m.row_ptr = {0, 2, 2, 3};
+    m.col_idx = {0, 2, 1};
+    m.values = {1, 2, 3};
+    return m;
+}
+
+void expect_invalid(const CsrMatrix& m, const std::string& message)
+{
+    try {
+        m.validate("test.h5:/matrix");
+        ADD_FAILURE() << "accepted a matrix that should fail with: " << message;
+    } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("test.h5:/matrix"), std::string::npos) << what;
+        EXPECT_NE(what.find(message), std::string::npos) << what;
+    }
+}
+
+TEST(CsrMatrix, ValidatesStructure)
+{
+    EXPECT_NO_THROW(small().validate("ok"));
+    auto m = small();
+    m.col_idx[1] = 3;
+    expect_invalid(m, "column index 3 out of range [0, 3) in row 0");
+    m = small();
+    m.col_idx = {2, 0, 1};
+    expect_invalid(m, "unsorted in row 0");
+    m = small();
+    m.col_idx = {2, 2, 1};
+    expect_invalid(m, "duplicated in row 0");
+    m = small();
+    m.row_ptr = {0, 2, 1, 3};
+    expect_invalid(m, "not monotone at row 1");
+    m = small();
+    m.row_ptr = {0, 2, 3};
+    expect_invalid(m, "indptr must have rows + 1 = 4 entries, found 3");
+    m = small();
+    m.row_ptr.back() = 2;
+    expect_invalid(m, "indptr[rows] must equal nnz");
+    m = small();
+    m.row_ptr = {0, 0, 0, 0};
+    m.col_idx.clear();
+    m.values.clear();
+    expect_invalid(m, "matrix is empty");
+    m = small();
+    m.values[0] = std::numeric_limits<float>::infinity();
+    expect_invalid(m, "non-finite value in row 0");
+    m = small();
+    m.cols = 0;
+    expect_invalid(m, "matrix shape must be positive");
+}
+
+TEST(SlicedEll, LayoutIsTransposedWithinSlicesAndPadsPerSlice)
+{
+    // Rows of lengths 1, 0, 3, 1, 2 in slices of 2: widths 1, 3, 2.
+    CsrMatrix m;
+    m.rows = 5;
+    m.cols = 4;
+    m.row_ptr = {0, 1, 1, 4, 5, 7};
+    m.col_idx = {3, 0, 1, 2, 2, 0, 3};
+    m.values = {1, 2, 3, 4, 5, 6, 7};
+    const SlicedEll ell = to_sliced_ell(m, 2);
+    ASSERT_EQ(ell.num_slices(), 3);
+    EXPECT_EQ(ell.slice_width, (std::vector<kernels::index_t>{1, 3, 2}));
+    EXPECT_EQ(ell.slice_offset, (std::vector<kernels::size_type>{0, 2, 8, 12}));
+    // Slice 1 holds rows 2 and 3: entry j of lane l at 2 + 2 j + l.
+    EXPECT_EQ(ell.values[2], 2.0f);  // row 2, entry 0
+    EXPECT_EQ(ell.values[3], 5.0f);  // row 3, entry 0
+    EXPECT_EQ(ell.values[4], 3.0f);  // row 2, entry 1
+    EXPECT_EQ(ell.values[5], 0.0f);  // row 3, padding
+    EXPECT_EQ(ell.col_idx[5], 2);    // padding repeats the row's last column
+}
+
+TEST(StoredMatrix, IrregularRowsFallBackToCsrOnTheDevice)
+{
+    // 64 rows of length 1 and one row of length 500: ELL would pad 33x.
+    CsrMatrix m;
+    m.rows = 65;
+    m.cols = 600;
+    m.row_ptr.push_back(0);
+    for (int i = 0; i < 64; ++i) {
+        m.col_idx.push_back(i);
+        m.values.push_back(1.0f);
+        m.row_ptr.push_back(static_cast<kernels::size_type>(m.values.size()));
+    }
+    for (int j = 0; j < 500; ++j) {
+        m.col_idx.push_back(j);
+        m.values.push_back(0.5f);
+    }
+    m.row_ptr.push_back(static_cast<kernels::size_type>(m.values.size()));
+    const StoredMatrix irregular{m};
+    EXPECT_EQ(irregular.layout_for(kernels::Executor::cuda(0)), MatrixLayout::csr);
+    EXPECT_EQ(irregular.layout_for(kernels::Executor::cpu()), MatrixLayout::csr);
+    const StoredMatrix regular{Synthetic{640, 100, 3200, 1}.materialize()};
+    EXPECT_EQ(regular.layout_for(kernels::Executor::cuda(0)), MatrixLayout::sliced_ell);
+}
+
+TEST(StoredMatrix, ImageShapeMustMatchColumns)
+{
+    EXPECT_THROW((StoredMatrix{small(), MatrixLayout::csr, "m", ImageShape{2, 2}}), std::invalid_argument);
+    EXPECT_EQ((StoredMatrix{small(), MatrixLayout::csr, "m", ImageShape{3, 1}}).image_shape().ny, 3);
+    EXPECT_EQ(StoredMatrix{small()}.image_shape().nx, 3);
+}
+
+}  // namespace
+}  // namespace recon

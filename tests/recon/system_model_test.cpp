@@ -1,0 +1,229 @@
+// System models: the adjoint identity for every model and layout, the
+// synthetic matrix's sizes and reproducibility, stored = on the fly, and
+// parallel2d against analytic line integrals of an ellipse.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <set>
+
+#include "kernels/rows.hpp"
+#include "recon/system_model.hpp"
+#include "test_utils.hpp"
+
+namespace recon {
+namespace {
+
+using test::cview_of;
+using test::view_of;
+
+/// ⟨A x, y⟩ = ⟨x, Aᵀ y⟩ on fresh random x, y, for `batch` frames at once.
+void expect_adjoint_identity(const SystemModel& model, int batch = 1)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const auto m = static_cast<std::size_t>(model.rows());
+    const auto n = static_cast<std::size_t>(model.cols());
+    const auto x = test::random_vector(n * batch, rng);
+    const auto y = test::random_vector(m * batch, rng);
+    std::vector<float> ax(m * batch, NAN), aty(n * batch, NAN);
+    const Executor cpu = Executor::cpu();
+    model.apply(cpu, cview_of(x), view_of(ax), batch);
+    model.apply_adjoint(cpu, cview_of(y), view_of(aty), batch);
+    for (int b = 0; b < batch; ++b) {
+        double lhs = 0, rhs = 0, scale = 0;
+        for (std::size_t i = 0; i < m; ++i) {
+            lhs += static_cast<double>(ax[b * m + i]) * y[b * m + i];
+            scale += std::abs(static_cast<double>(ax[b * m + i]) * y[b * m + i]);
+        }
+        for (std::size_t j = 0; j < n; ++j) rhs += static_cast<double>(x[b * n + j]) * aty[b * n + j];
+        EXPECT_LE(std::abs(lhs - rhs), 1e-5 * scale) << "frame " << b << ": " << lhs << " vs " << rhs;
+    }
+}
+
+std::vector<double> even_angles(int views, double range = 180.0)
+{
+    std::vector<double> a;
+    for (int k = 0; k < views; ++k) a.push_back(range * k / views);
+    return a;
+}
+
+TEST(Parallel2d, AdjointIdentityOnSquareAndRectangularGrids)
+{
+    expect_adjoint_identity(Parallel2d{64, 64, 64, even_angles(45)});
+    expect_adjoint_identity(Parallel2d{37, 20, 50, even_angles(31), 1.25});
+    expect_adjoint_identity(Parallel2d{16, 48, 40, {0.0, 45.0, 90.0, 135.0, 200.0, 333.3}, -2.5}, 3);
+}
+
+TEST(Synthetic, AdjointIdentityAndFractionalRowLength)
+{
+    expect_adjoint_identity(Synthetic{5000, 300, 28125, 7});
+    expect_adjoint_identity(Synthetic{1000, 97, 3333, 11}, 4);
+}
+
+TEST(StoredMatrix, AdjointIdentityInBothLayouts)
+{
+    const Synthetic source{4000, 500, 40000, 3};
+    expect_adjoint_identity(StoredMatrix{source.materialize(), MatrixLayout::csr});
+    expect_adjoint_identity(StoredMatrix{source.materialize(), MatrixLayout::sliced_ell}, 2);
+}
+
+TEST(Synthetic, PaperSizesHaveExactlyTheirNonzeros)
+{
+    const Synthetic large = Synthetic::paper_large();
+    const Synthetic small = Synthetic::paper_small();
+    const auto large_csr = large.materialize();
+    EXPECT_EQ(large_csr.rows, 320000);
+    EXPECT_EQ(large_csr.cols, 3000);
+    EXPECT_EQ(large_csr.nnz(), 1800000);
+    kernels::size_type small_nnz = 0;
+    for (index_t i = 0; i < small.rows(); ++i) {
+        small_nnz += kernels::synthetic_row_length(std::get<kernels::SyntheticView>(small.view(Executor::cpu())), i);
+    }
+    EXPECT_EQ(small_nnz, 854129);
+    EXPECT_NO_THROW(large_csr.validate("paper_large"));  // distinct, sorted, in range
+}
+
+TEST(Synthetic, RowsArePureFunctionsOfSeedAndIndex)
+{
+    const Synthetic a{1000, 300, 7777, 42}, b{1000, 300, 7777, 42}, c{1000, 300, 7777, 43};
+    EXPECT_EQ(a.row(517), b.row(517));
+    EXPECT_NE(a.row(517), c.row(517));
+    const auto row = a.row(999);
+    EXPECT_GE(row.size(), 7u);
+    EXPECT_LE(row.size(), 8u);
+}
+
+TEST(StoredMatrix, MaterializedModelsMatchOnTheFly)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Parallel2d geometry{40, 40, 48, even_angles(30), 0.5};
+    const StoredMatrix stored{geometry.materialize(), MatrixLayout::sliced_ell};
+    const auto x = test::random_vector(geometry.cols(), rng);
+    std::vector<float> y1(geometry.rows()), y2(geometry.rows());
+    geometry.apply(Executor::cpu(), cview_of(x), view_of(y1));
+    stored.apply(Executor::cpu(), cview_of(x), view_of(y2));
+    EXPECT_LT(test::rel_error(y2, y1), 1e-6);
+}
+
+/// Analytic projection of an ellipse of density rho, centre (x0, y0),
+/// semi-axes (a, b), rotated by phi, along the ray x c + y s = t.
+double ellipse_projection(double rho, double x0, double y0, double a, double b, double phi,
+                          double c, double s, double t)
+{
+    // Rotate the ray's normal into the ellipse's frame.
+    const double cp = std::cos(phi), sp = std::sin(phi);
+    const double nc = c * cp + s * sp;
+    const double ns = -c * sp + s * cp;
+    const double tt = t - (x0 * c + y0 * s);
+    const double r2 = a * a * nc * nc + b * b * ns * ns;
+    if (tt * tt >= r2) return 0.0;
+    return 2.0 * rho * a * b * std::sqrt(r2 - tt * tt) / r2;
+}
+
+TEST(Parallel2d, MatchesAnalyticLineIntegralsOfAnEllipse)
+{
+    const int n = 128;
+    const int views = 24;
+    const double rho = 1.0, x0 = 10.5, y0 = -7.0, a = 30.0, b = 18.0, phi = 0.4;
+    // Rasterize with 8x8 supersampling in image coordinates (x right, y = row index down).
+    std::vector<float> image(n * n, 0.0f);
+    const int sub = 8;
+    for (int iy = 0; iy < n; ++iy) {
+        for (int ix = 0; ix < n; ++ix) {
+            int inside = 0;
+            for (int sy = 0; sy < sub; ++sy) {
+                for (int sx = 0; sx < sub; ++sx) {
+                    const double x = ix - (n - 1) / 2.0 + (sx + 0.5) / sub - 0.5 - x0;
+                    const double y = iy - (n - 1) / 2.0 + (sy + 0.5) / sub - 0.5 - y0;
+                    const double u = x * std::cos(phi) + y * std::sin(phi);
+                    const double v = -x * std::sin(phi) + y * std::cos(phi);
+                    inside += (u * u) / (a * a) + (v * v) / (b * b) <= 1.0;
+                }
+            }
+            image[iy * n + ix] = static_cast<float>(rho * inside / (sub * sub));
+        }
+    }
+    const Parallel2d geometry{n, n, n, even_angles(views)};
+    std::vector<float> sino(geometry.rows());
+    geometry.apply(Executor::cpu(), cview_of(image), view_of(sino));
+    const auto view = std::get<kernels::Parallel2dView>(geometry.view(Executor::cpu()));
+    std::vector<double> analytic(sino.size());
+    for (int v = 0; v < views; ++v) {
+        for (int k = 0; k < n; ++k) {
+            const double t = k - (n - 1) / 2.0;
+            analytic[v * n + k] = ellipse_projection(rho, x0, y0, a, b, phi, view.cos_angle[v],
+                                                     view.sin_angle[v], t);
+        }
+    }
+    // Pixelization and linear interpolation: about 1% in the 2-norm.
+    EXPECT_LT(test::rel_error(sino, analytic), 0.02);
+    // The integral over the detector is the ellipse's area times density, per view.
+    for (int v = 0; v < views; ++v) {
+        double sum = 0;
+        for (int k = 0; k < n; ++k) sum += sino[v * n + k];
+        EXPECT_NEAR(sum, rho * std::numbers::pi * a * b, 0.01 * std::numbers::pi * a * b) << "view " << v;
+    }
+}
+
+TEST(Parallel2d, CenterOffsetShiftsTheProjection)
+{
+    const int n = 64;
+    std::vector<float> image(n * n, 0.0f);
+    image[(n / 2) * n + n / 2 - 5] = 1.0f;  // one pixel, left of centre
+    const Parallel2d centred{n, n, n, {0.0}}, shifted{n, n, n, {0.0}, 3.0};
+    std::vector<float> p0(n), p1(n);
+    centred.apply(Executor::cpu(), cview_of(image), view_of(p0));
+    shifted.apply(Executor::cpu(), cview_of(image), view_of(p1));
+    for (int k = 0; k + 3 < n; ++k) EXPECT_FLOAT_EQ(p1[k + 3], p0[k]) << "bin " << k;
+}
+
+TEST(SystemSpec, FactoryBuildsEachGeometryAndRejectsBadParameters)
+{
+    SystemSpec spec;
+    spec.geometry = "parallel2d";
+    spec.nx = 32;
+    spec.ny = 24;
+    spec.views = 10;
+    auto p = make_system_model(spec);
+    EXPECT_EQ(p->rows(), 10 * 32);
+    EXPECT_EQ(p->cols(), 32 * 24);
+    EXPECT_EQ(p->image_shape().nx, 32);
+    spec.geometry = "synthetic";
+    spec.rows = 100;
+    spec.cols = 50;
+    spec.nnz = 550;
+    EXPECT_EQ(make_system_model(spec)->kind(), "synthetic");
+    spec.materialize = true;
+    EXPECT_EQ(make_system_model(spec)->kind(), "matrix");
+
+    SystemSpec bad;
+    bad.geometry = "fanbeam";
+    EXPECT_THROW(
+        {
+            try {
+                make_system_model(bad);
+            } catch (const std::invalid_argument& e) {
+                EXPECT_NE(std::string{e.what()}.find("unknown geometry 'fanbeam'"), std::string::npos);
+                throw;
+            }
+        },
+        std::invalid_argument);
+    bad.geometry = "parallel2d";
+    bad.nx = 0;
+    EXPECT_THROW(make_system_model(bad), std::invalid_argument);
+    bad.nx = 16;
+    bad.views = 4;
+    bad.angles_deg = {0, 10, 20};  // 3 angles for 4 views
+    EXPECT_THROW(make_system_model(bad), std::invalid_argument);
+    SystemSpec matrix;
+    matrix.geometry = "matrix";
+    EXPECT_THROW(make_system_model(matrix), std::invalid_argument);  // no file named
+}
+
+}  // namespace
+}  // namespace recon
