@@ -1,0 +1,209 @@
+// The CGNR step kernels on the GPU. Each dot product is summed in the same
+// launch that walks its operands (and, where a step also updates a vector,
+// in that update's pass); α, β and the stop tests are evaluated on the
+// device by cgnr_scalars.hpp, the same code the CPU runs.
+
+#include "frame_reduce.cuh"
+#include "kernels/backends.hpp"
+#include "kernels/cgnr_scalars.hpp"
+
+namespace recon::kernels::cuda {
+namespace {
+
+constexpr int threads = 256;
+
+__device__ bool running(const CgnrScalars* s, int frame)
+{
+    return s[frame].status == SolveStatus::running;
+}
+
+/// d = -g, ‖g‖² and ‖reference‖² (‖g‖² without one), then
+/// cgnr_scalars_begin. Runs for every frame.
+struct InitOp {
+    CgnrParams params;
+    const float* g;
+    const float* reference;
+    float* d;
+    size_type n;
+    CgnrScalars* s;
+
+    __device__ bool active(int) const { return true; }
+    __device__ double2 element(int frame, size_type i) const
+    {
+        const size_type k = frame * n + i;
+        const float gi = g[k];
+        d[k] = -gi;
+        const double ri = reference != nullptr ? reference[k] : gi;
+        return {static_cast<double>(gi) * gi, ri * ri};
+    }
+    __device__ void finish(int frame, double gg, double ref) const
+    {
+        cgnr_scalars_begin(s[frame], params, gg, ref);
+    }
+};
+
+/// f = dᵀe, gd = gᵀd.
+struct StepDotsOp {
+    const float* d;
+    const float* e;
+    const float* g;
+    size_type n;
+    CgnrScalars* s;
+
+    __device__ bool active(int frame) const { return running(s, frame); }
+    __device__ double2 element(int frame, size_type i) const
+    {
+        const size_type k = frame * n + i;
+        const double di = d[k];
+        return {di * e[k], static_cast<double>(g[k]) * di};
+    }
+    __device__ void finish(int frame, double f, double gd) const
+    {
+        s[frame].f = f;
+        s[frame].gd = gd;
+    }
+};
+
+/// ge = gᵀe, gg = ‖g‖², then cgnr_scalars_end (β, count, stop tests).
+struct StepBetaOp {
+    CgnrParams params;
+    const float* g;
+    const float* e;
+    size_type n;
+    CgnrScalars* s;
+
+    __device__ bool active(int frame) const { return running(s, frame); }
+    __device__ double2 element(int frame, size_type i) const
+    {
+        const size_type k = frame * n + i;
+        const double gi = g[k];
+        return {gi * e[k], gi * gi};
+    }
+    __device__ void finish(int frame, double ge, double gg) const
+    {
+        cgnr_scalars_end(s[frame], params, ge, gg);
+    }
+};
+
+/// α with its guards. Every block evaluates it on a private copy of the
+/// frame's scalars; the first block's first thread also stores the result.
+/// The other blocks may read the scalars while it is stored: they then read
+/// either the α they computed themselves or a stopped status, so every block
+/// agrees on whether and how far to step.
+__device__ bool frame_alpha(CgnrScalars* s, int frame, float& alpha)
+{
+    if (!running(s, frame)) return false;
+    CgnrScalars local = s[frame];
+    const bool ok = cgnr_scalars_alpha(local);
+    alpha = static_cast<float>(local.alpha);
+    return ok;
+}
+
+__global__ void step_update_kernel(size_type n, const float* d, const float* u, float* x,
+                                   float* h, CgnrScalars* s)
+{
+    const int frame = blockIdx.y;
+    float alpha = 0.0f;
+    const bool was_running = running(s, frame);
+    const bool ok = frame_alpha(s, frame, alpha);
+    __syncthreads();  // this block has read the scalars before its first thread writes
+    if (blockIdx.x == 0 && threadIdx.x == 0 && was_running) {
+        CgnrScalars local = s[frame];
+        cgnr_scalars_alpha(local);
+        s[frame].alpha = local.alpha;
+        s[frame].status = local.status;
+    }
+    if (!ok) return;
+    const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
+    for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        const size_type k = frame * n + i;
+        x[k] += alpha * d[k];
+        if (h != nullptr) h[k] += alpha * u[k];
+    }
+}
+
+__global__ void update_residual_kernel(size_type m, const float* q, float* r,
+                                       const CgnrScalars* s)
+{
+    const int frame = blockIdx.y;
+    if (s[frame].status != SolveStatus::running) return;
+    const float alpha = static_cast<float>(s[frame].alpha);
+    const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
+    for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+         i += stride) {
+        r[frame * m + i] += alpha * q[frame * m + i];
+    }
+}
+
+__global__ void direction_kernel(size_type n, const float* g, float* d, const CgnrScalars* s)
+{
+    const int frame = blockIdx.y;
+    if (s[frame].status != SolveStatus::running) return;
+    const float beta = static_cast<float>(s[frame].beta);
+    const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
+    for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        const size_type k = frame * n + i;
+        d[k] = -g[k] + beta * d[k];
+    }
+}
+
+dim3 frame_grid(const Executor& exec, size_type len, int batch)
+{
+    const long long fill = (4LL * sm_count(exec) + batch - 1) / batch;
+    return {blocks_for(len, threads, fill), static_cast<unsigned>(batch)};
+}
+
+}  // namespace
+
+void cgnr_init(const Executor& exec, const CgnrParams& params, int batch, View<const float> g,
+               View<const float> reference, View<float> d, View<CgnrScalars> scalars)
+{
+    const size_type n = g.size / batch;
+    launch_frame_reduce(exec, batch, n,
+                        InitOp{params, g.data, reference.data, d.data, n, scalars.data});
+}
+
+void cgnr_step_dots(const Executor& exec, int batch, View<const float> d, View<const float> e,
+                    View<const float> g, View<CgnrScalars> scalars)
+{
+    const size_type n = d.size / batch;
+    launch_frame_reduce(exec, batch, n, StepDotsOp{d.data, e.data, g.data, n, scalars.data});
+}
+
+void cgnr_step_update(const Executor& exec, int batch, View<const float> d, View<const float> u,
+                      View<float> x, View<float> h, View<CgnrScalars> scalars)
+{
+    const size_type n = d.size / batch;
+    step_update_kernel<<<frame_grid(exec, n, batch), threads, 0, stream_of(exec)>>>(
+        n, d.data, u.data, x.data, h.data, scalars.data);
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
+void cgnr_update_residual(const Executor& exec, int batch, View<const float> q, View<float> r,
+                          View<CgnrScalars> scalars)
+{
+    const size_type m = q.size / batch;
+    update_residual_kernel<<<frame_grid(exec, m, batch), threads, 0, stream_of(exec)>>>(
+        m, q.data, r.data, scalars.data);
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
+void cgnr_step_beta(const Executor& exec, const CgnrParams& params, int batch,
+                    View<const float> g, View<const float> e, View<CgnrScalars> scalars)
+{
+    const size_type n = g.size / batch;
+    launch_frame_reduce(exec, batch, n, StepBetaOp{params, g.data, e.data, n, scalars.data});
+}
+
+void cgnr_step_direction(const Executor& exec, int batch, View<const float> g, View<float> d,
+                         View<CgnrScalars> scalars)
+{
+    const size_type n = g.size / batch;
+    direction_kernel<<<frame_grid(exec, n, batch), threads, 0, stream_of(exec)>>>(
+        n, g.data, d.data, scalars.data);
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace recon::kernels::cuda

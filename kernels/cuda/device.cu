@@ -1,0 +1,147 @@
+// Device memory, copies, device queries and per-stream scratch memory for
+// the CUDA backend.
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "kernels/backends.hpp"
+#include "launch.cuh"
+
+namespace recon::kernels::cuda {
+
+bool compiled() { return true; }
+
+int device_count()
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no driver / no device" error
+        return 0;
+    }
+    return count;
+}
+
+std::string device_name(int device)
+{
+    cudaDeviceProp prop{};
+    RECON_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    return prop.name;
+}
+
+int sm_count(const Executor& exec)
+{
+    static std::mutex mutex;
+    static std::map<int, int> counts;
+    const std::lock_guard lock{mutex};
+    auto it = counts.find(exec.device());
+    if (it == counts.end()) {
+        int sms = 0;
+        RECON_CUDA_TRY(
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, exec.device()));
+        it = counts.emplace(exec.device(), sms).first;
+    }
+    return it->second;
+}
+
+void* allocate(const Executor& exec, std::size_t bytes)
+{
+    RECON_CUDA_TRY(cudaSetDevice(exec.device()));
+    void* ptr = nullptr;
+    RECON_CUDA_TRY(cudaMalloc(&ptr, bytes));
+    return ptr;
+}
+
+void deallocate(const Executor&, void* ptr) noexcept
+{
+    RECON_CUDA_TRY_NOTHROW(cudaFree(ptr));
+}
+
+void copy_bytes(const Executor& dst_exec, void* dst, const Executor& src_exec,
+                const void* src, std::size_t bytes)
+{
+    const Executor& device_side = dst_exec.is_cpu() ? src_exec : dst_exec;
+    RECON_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(device_side)));
+}
+
+void synchronize(const Executor& exec)
+{
+    RECON_CUDA_TRY(cudaStreamSynchronize(stream_of(exec)));
+}
+
+// --- scratch -------------------------------------------------------------------
+
+namespace {
+
+__global__ void zero_bytes_kernel(unsigned char* p, std::size_t bytes)
+{
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+         i < bytes; i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        p[i] = 0;
+    }
+}
+
+struct Buffer {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+};
+
+/// Scratch buffers per (device, stream, slot). They live until the process
+/// ends (the driver releases them then): captured graphs may hold their
+/// addresses, and freeing during static destruction races the runtime's own
+/// teardown.
+class ScratchPool {
+public:
+    void* get(const Executor& exec, ScratchSlot slot, std::size_t bytes, bool zeroed)
+    {
+        const std::lock_guard lock{mutex_};
+        auto& buffer = live_[{exec.device(), stream_of(exec)}][static_cast<int>(slot)];
+        if (buffer.bytes >= bytes) return buffer.ptr;
+        if (buffer.ptr != nullptr) retired_.push_back(buffer.ptr);
+        RECON_CUDA_TRY(cudaSetDevice(exec.device()));
+        void* ptr = nullptr;
+        RECON_CUDA_TRY(cudaMalloc(&ptr, bytes));
+        buffer = Buffer{ptr, bytes};
+        if (zeroed) {
+            zero_bytes_kernel<<<blocks_for(static_cast<long long>(bytes), 256, 1024), 256, 0,
+                                stream_of(exec)>>>(static_cast<unsigned char*>(ptr), bytes);
+            RECON_CUDA_CHECK_LAUNCH();
+        }
+        return ptr;
+    }
+
+private:
+    std::mutex mutex_;
+    std::map<std::pair<int, cudaStream_t>,
+             std::array<Buffer, static_cast<int>(ScratchSlot::count_)>>
+        live_;
+    std::vector<void*> retired_;
+};
+
+ScratchPool& pool()
+{
+    static ScratchPool* instance = new ScratchPool;  // never destroyed, see above
+    return *instance;
+}
+
+}  // namespace
+
+void* scratch(const Executor& exec, ScratchSlot slot, std::size_t bytes, bool zeroed)
+{
+    return pool().get(exec, slot, bytes, zeroed);
+}
+
+ReductionScratch reduction_scratch(const Executor& exec)
+{
+    const std::size_t sums_bytes = sizeof(double) * 2 * max_frames;
+    const std::size_t bytes = sums_bytes + sizeof(unsigned) * max_frames;
+    auto* base = static_cast<unsigned char*>(scratch(exec, ScratchSlot::reduction, bytes, true));
+    return {reinterpret_cast<double*>(base), reinterpret_cast<unsigned*>(base + sums_bytes)};
+}
+
+}  // namespace recon::kernels::cuda

@@ -1,0 +1,89 @@
+#pragma once
+// Launch helpers shared by the CUDA primitives: the stream of an executor,
+// grid sizes, block-wide reductions, and per-stream scratch memory.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "cuda_check.cuh"
+#include "kernels/common.hpp"
+#include "kernels/executor.hpp"
+
+namespace recon::kernels::cuda {
+
+/// The stream kernels of `exec` are queued on; a null stream in the
+/// executor means the per-thread default stream (which, unlike the legacy
+/// default stream, can be captured into a graph).
+inline cudaStream_t stream_of(const Executor& exec)
+{
+    return exec.stream() != nullptr ? exec.stream() : cudaStreamPerThread;
+}
+
+/// Multiprocessor count of the executor's device (cached per device).
+int sm_count(const Executor& exec);
+
+/// Blocks of `threads` covering `work` items, capped at `cap` (grid-stride
+/// loops cover the rest); at least 1.
+inline unsigned blocks_for(long long work, int threads, long long cap = 1 << 20)
+{
+    long long b = (work + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > cap) b = cap;
+    return static_cast<unsigned>(b);
+}
+
+/// Device memory owned by the backend for one stream and purpose, reused by
+/// every call on that stream (kernels on one stream never overlap). A buffer
+/// that must grow is replaced and the old one is kept until exit, because a
+/// captured graph may still refer to it. With `zeroed`, new memory is
+/// cleared by a kernel queued on the stream (legal under graph capture).
+enum class ScratchSlot { reduction, measurement, count_ };
+void* scratch(const Executor& exec, ScratchSlot slot, std::size_t bytes, bool zeroed);
+
+/// Per-frame reduction accumulators (two doubles) and block tickets: sized
+/// for up to `max_frames` frames, all zero between kernels.
+struct ReductionScratch {
+    double* sums;       // [frame][2]
+    unsigned* tickets;  // [frame]
+};
+constexpr int max_frames = 1024;
+ReductionScratch reduction_scratch(const Executor& exec);
+
+// --- device side -------------------------------------------------------------
+
+/// Sum over the block of two doubles; the result is valid in thread 0.
+/// Every thread of the block must call it. `buffer` holds 2 * 32 doubles.
+__device__ __forceinline__ double2 block_sum2(double2 v, double* buffer)
+{
+    for (int offset = 16; offset > 0; offset /= 2) {
+        v.x += __shfl_down_sync(0xffffffffu, v.x, offset);
+        v.y += __shfl_down_sync(0xffffffffu, v.y, offset);
+    }
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int warps = (blockDim.x + 31) / 32;
+    __syncthreads();  // buffer may still be read by a previous call
+    if (lane == 0) {
+        buffer[2 * warp] = v.x;
+        buffer[2 * warp + 1] = v.y;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < warps ? double2{buffer[2 * lane], buffer[2 * lane + 1]} : double2{0.0, 0.0};
+        for (int offset = 16; offset > 0; offset /= 2) {
+            v.x += __shfl_down_sync(0xffffffffu, v.x, offset);
+            v.y += __shfl_down_sync(0xffffffffu, v.y, offset);
+        }
+    }
+    return v;
+}
+
+/// Reads a double written by other blocks' atomics and resets it to 0.
+__device__ __forceinline__ double take_double(double* p)
+{
+    return __longlong_as_double(
+        static_cast<long long>(atomicExch(reinterpret_cast<unsigned long long*>(p), 0ull)));
+}
+
+}  // namespace recon::kernels::cuda

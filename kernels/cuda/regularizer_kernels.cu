@@ -1,0 +1,80 @@
+// Regularizer stencils on the GPU: one thread per pixel and frame, the
+// per-pixel formulas of stencils.hpp (the same code the CPU runs).
+
+#include "kernels/backends.hpp"
+#include "kernels/stencils.hpp"
+#include "launch.cuh"
+
+namespace recon::kernels::cuda {
+namespace {
+
+constexpr int threads = 256;
+
+/// State of one stateful term (its index among the stateful terms: `slot`).
+__global__ void prepare_kernel(RegularizerTerm term, int slot, ImageGrid grid, int batch,
+                               const float* p, float* state)
+{
+    const size_type n = grid.size();
+    const int frame = blockIdx.y;
+    const float* pb = p + frame * n;
+    float* sb = state + (static_cast<size_type>(slot) * batch + frame) * n;
+    for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<size_type>(gridDim.x) * blockDim.x) {
+        const index_t iy = static_cast<index_t>(i / grid.nx);
+        const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * grid.nx);
+        sb[i] = term_state(term, pb, grid, ix, iy);
+    }
+}
+
+__global__ void apply_add_kernel(RegularizerTerms terms, ImageGrid grid, int batch,
+                                 const float* state, const float* base, const float* v,
+                                 float* out)
+{
+    const size_type n = grid.size();
+    const int frame = blockIdx.y;
+    const float* vb = v + frame * n;
+    for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<size_type>(gridDim.x) * blockDim.x) {
+        const index_t iy = static_cast<index_t>(i / grid.nx);
+        const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * grid.nx);
+        float sum = base[frame * n + i];
+        size_type slot = 0;
+        for (int t = 0; t < terms.count; ++t) {
+            const RegularizerTerm& term = terms.term[t];
+            const float* sb =
+                needs_state(term.kind) ? state + (slot++ * batch + frame) * n : nullptr;
+            sum += term_apply(term, sb, vb, grid, ix, iy);
+        }
+        out[frame * n + i] = sum;
+    }
+}
+
+dim3 pixel_grid(ImageGrid grid, int batch)
+{
+    return {blocks_for(grid.size(), threads, 64 * 1024), static_cast<unsigned>(batch)};
+}
+
+}  // namespace
+
+void regularizer_prepare(const Executor& exec, const RegularizerTerms& terms, ImageGrid grid,
+                         int batch, View<const float> p, View<float> state)
+{
+    int slot = 0;
+    for (int t = 0; t < terms.count; ++t) {
+        if (!needs_state(terms.term[t].kind)) continue;
+        prepare_kernel<<<pixel_grid(grid, batch), threads, 0, stream_of(exec)>>>(
+            terms.term[t], slot++, grid, batch, p.data, state.data);
+        RECON_CUDA_CHECK_LAUNCH();
+    }
+}
+
+void regularizer_apply_add(const Executor& exec, const RegularizerTerms& terms, ImageGrid grid,
+                           int batch, View<const float> state, View<const float> base,
+                           View<const float> v, View<float> out)
+{
+    apply_add_kernel<<<pixel_grid(grid, batch), threads, 0, stream_of(exec)>>>(
+        terms, grid, batch, state.data, base.data, v.data, out.data);
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace recon::kernels::cuda

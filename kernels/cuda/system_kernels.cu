@@ -1,0 +1,268 @@
+// A x, Aᵀ y and the fused Aᵀ(A d) on the GPU for every system model.
+//
+// Row-driven models (stored CSR / sliced ELLPACK-T, synthetic rows made on
+// the fly): one thread per row; Aᵀ scatters into a per-block image in shared
+// memory when the image fits (few global atomics: one per pixel and block),
+// else straight into global memory. Parallel-beam rows: A x by rays, Aᵀ y
+// pixel-driven (a gather, no atomics) with the same weights. Frames are
+// processed 4 or 1 at a time per pass over the rows.
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include "kernels/backends.hpp"
+#include "kernels/baselines.hpp"
+#include "system_kernels.cuh"
+
+namespace recon::kernels::cuda {
+namespace {
+
+constexpr int row_threads = 256;
+constexpr int scatter_threads = 1024;
+/// Shared memory a scatter block may use for its image (opt-in above 48 KB).
+constexpr std::size_t max_shared_image = 96 * 1024;
+
+__global__ void zero_kernel(float* out, size_type n)
+{
+    for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<size_type>(gridDim.x) * blockDim.x) {
+        out[i] = 0.0f;
+    }
+}
+
+void zero(const Executor& exec, float* out, size_type n)
+{
+    zero_kernel<<<blocks_for(n, 256, 4096), 256, 0, stream_of(exec)>>>(out, n);
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
+/// Calls f(integral_constant<int, BT>, first_frame) over the batch in chunks
+/// of 4 frames and single frames: 4 frames share each pass over the rows,
+/// and 4 images of the paper's size still fit one block's shared memory
+/// (16 would not: the scatter would fall back to global atomics).
+template <class F>
+void for_frame_chunks(int batch, F&& f)
+{
+    int first = 0;
+    for (; first + 4 <= batch; first += 4) f(std::integral_constant<int, 4>{}, first);
+    for (; first < batch; ++first) f(std::integral_constant<int, 1>{}, first);
+}
+
+/// y = A x, or y = A x − sub (row sums in double) when sub is not null.
+template <class System>
+void apply_rows(const Executor& exec, const System& sys, int batch, const float* x, float* y,
+                const float* sub = nullptr)
+{
+    const index_t m = rows_of(sys);
+    const index_t n = cols_of(sys);
+    if (m == 0) return;
+    if constexpr (std::is_same_v<System, Parallel2dView>) {
+        // One warp per ray.
+        const dim3 grid{blocks_for(static_cast<long long>(m) * 32, row_threads)};
+        if (sub != nullptr) {
+            for (int b = 0; b < batch; ++b) {
+                const size_type mb = static_cast<size_type>(b) * m;
+                parallel2d_apply_kernel<1, double><<<grid, row_threads, 0, stream_of(exec)>>>(
+                    sys, x + static_cast<size_type>(b) * n, sub + mb, y + mb);
+                RECON_CUDA_CHECK_LAUNCH();
+            }
+            return;
+        }
+        for_frame_chunks(batch, [&](auto bt, int first) {
+            constexpr int BT = decltype(bt)::value;
+            parallel2d_apply_kernel<BT, float><<<grid, row_threads, 0, stream_of(exec)>>>(
+                sys, x + static_cast<size_type>(first) * n, nullptr,
+                y + static_cast<size_type>(first) * m);
+            RECON_CUDA_CHECK_LAUNCH();
+        });
+    } else {
+        const dim3 grid{blocks_for(m, row_threads)};
+        if (sub != nullptr) {
+            // Once per solve (and per residual replacement): a frame at a time.
+            for (int b = 0; b < batch; ++b) {
+                const size_type mb = static_cast<size_type>(b) * m;
+                apply_rows_kernel<1, System, double><<<grid, row_threads, 0, stream_of(exec)>>>(
+                    sys, m, n, x + static_cast<size_type>(b) * n, sub + mb, y + mb);
+                RECON_CUDA_CHECK_LAUNCH();
+            }
+            return;
+        }
+        for_frame_chunks(batch, [&](auto bt, int first) {
+            constexpr int BT = decltype(bt)::value;
+            apply_rows_kernel<BT, System, float><<<grid, row_threads, 0, stream_of(exec)>>>(
+                sys, m, n, x + static_cast<size_type>(first) * n, nullptr,
+                y + static_cast<size_type>(first) * m);
+            RECON_CUDA_CHECK_LAUNCH();
+        });
+    }
+}
+
+bool shared_image_fits(index_t n, int bt)
+{
+    return static_cast<std::size_t>(n) * bt * sizeof(float) <= max_shared_image;
+}
+
+/// out = Aᵀ in (or Aᵀ(A in) when Fused), `out` overwritten.
+template <bool Fused, class System>
+void scatter_rows(const Executor& exec, const System& sys, int batch, const float* in,
+                  float* out, float* q, Accumulation how)
+{
+    const index_t m = rows_of(sys);
+    const index_t n = cols_of(sys);
+    zero(exec, out, static_cast<size_type>(batch) * n);
+    if (m == 0) return;
+    for_frame_chunks(batch, [&](auto bt, int first) {
+        constexpr int BT = decltype(bt)::value;
+        const float* in_b = in + static_cast<size_type>(first) * (Fused ? n : m);
+        float* out_b = out + static_cast<size_type>(first) * n;
+        float* q_b = q != nullptr ? q + static_cast<size_type>(first) * m : nullptr;
+        const bool fits = shared_image_fits(n, BT);
+        if (how == Accumulation::shared_memory && !fits) {
+            throw std::invalid_argument{"shared-memory accumulation needs " +
+                                        std::to_string(n * BT * 4) + " bytes per block, over " +
+                                        std::to_string(max_shared_image)};
+        }
+        if (how != Accumulation::global_atomics && fits) {
+            const std::size_t bytes = static_cast<std::size_t>(n) * BT * sizeof(float);
+            auto kernel = scatter_rows_shared_kernel<BT, Fused, System>;
+            RECON_CUDA_TRY(cudaFuncSetAttribute(
+                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+            // One full block per SM: each block adds its image to `out`
+            // once, so fewer, fuller blocks mean fewer global atomics.
+            const unsigned blocks = blocks_for(m, scatter_threads, sm_count(exec));
+            kernel<<<blocks, scatter_threads, bytes, stream_of(exec)>>>(sys, m, n, in_b, out_b, q_b);
+        } else {
+            scatter_rows_global_kernel<BT, Fused>
+                <<<blocks_for(m, row_threads), row_threads, 0, stream_of(exec)>>>(sys, m, n, in_b,
+                                                                                out_b, q_b);
+        }
+        RECON_CUDA_CHECK_LAUNCH();
+    });
+}
+
+void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int batch,
+                        const float* y, float* x)
+{
+    const index_t m = rows_of(sys);
+    const index_t n = cols_of(sys);
+    for_frame_chunks(batch, [&](auto bt, int first) {
+        constexpr int BT = decltype(bt)::value;
+        // 32 pixels per block of 8 warps.
+        parallel2d_adjoint_kernel<BT><<<blocks_for(n, 32), 32 * adjoint_groups, 0,
+                                        stream_of(exec)>>>(
+            sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n);
+        RECON_CUDA_CHECK_LAUNCH();
+    });
+}
+
+void adjoint(const Executor& exec, const SystemView& system, int batch, const float* y, float* x,
+             Accumulation how)
+{
+    std::visit(
+        [&](const auto& sys) {
+            using System = std::decay_t<decltype(sys)>;
+            if constexpr (std::is_same_v<System, Parallel2dView>) {
+                parallel2d_adjoint(exec, sys, batch, y, x);
+            } else {
+                scatter_rows<false>(exec, sys, batch, y, x, nullptr, how);
+            }
+        },
+        system);
+}
+
+void normal(const Executor& exec, const SystemView& system, int batch, const float* d, float* u,
+            float* q, Accumulation how)
+{
+    std::visit(
+        [&](const auto& sys) {
+            using System = std::decay_t<decltype(sys)>;
+            if constexpr (std::is_same_v<System, Parallel2dView>) {
+                // Rays then pixels: q = A d (kept in scratch when not asked
+                // for), u = Aᵀ q gathered per pixel. Two passes, no atomics.
+                const size_type mq = static_cast<size_type>(rows_of(sys)) * batch;
+                float* qq = q != nullptr ? q
+                                         : static_cast<float*>(scratch(
+                                               exec, ScratchSlot::measurement,
+                                               static_cast<std::size_t>(mq) * sizeof(float), false));
+                apply_rows(exec, sys, batch, d, qq);
+                parallel2d_adjoint(exec, sys, batch, qq, u);
+            } else {
+                scatter_rows<true>(exec, sys, batch, d, u, q, how);
+            }
+        },
+        system);
+}
+
+}  // namespace
+
+void apply(const Executor& exec, const SystemView& system, int batch, View<const float> x,
+           View<float> y)
+{
+    std::visit([&](const auto& sys) { apply_rows(exec, sys, batch, x.data, y.data); }, system);
+}
+
+void residual(const Executor& exec, const SystemView& system, int batch, View<const float> x,
+              View<const float> b, View<float> r)
+{
+    std::visit([&](const auto& sys) { apply_rows(exec, sys, batch, x.data, r.data, b.data); },
+               system);
+}
+
+void apply_adjoint(const Executor& exec, const SystemView& system, int batch,
+                   View<const float> y, View<float> x)
+{
+    adjoint(exec, system, batch, y.data, x.data, Accumulation::automatic);
+}
+
+void normal_apply(const Executor& exec, const SystemView& system, int batch,
+                  View<const float> d, View<float> u, View<float> q)
+{
+    normal(exec, system, batch, d.data, u.data, q.data, Accumulation::automatic);
+}
+
+}  // namespace recon::kernels::cuda
+
+namespace recon::kernels {
+
+void apply_shared_x(const Executor& exec, const SystemView& system, View<const float> x,
+                    View<float> y)
+{
+    std::visit(
+        [&](const auto& sys) {
+            using System = std::decay_t<decltype(sys)>;
+            if constexpr (std::is_same_v<System, Parallel2dView>) {
+                throw std::invalid_argument{"apply_shared_x: not for parallel2d"};
+            } else {
+                const index_t m = rows_of(sys);
+                const index_t n = cols_of(sys);
+                const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+                if (bytes > cuda::max_shared_image) {
+                    throw std::invalid_argument{"apply_shared_x: the image does not fit"};
+                }
+                auto kernel = cuda::apply_rows_shared_x_kernel<System>;
+                RECON_CUDA_TRY(cudaFuncSetAttribute(
+                    kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+                kernel<<<cuda::blocks_for(m, 512, 4LL * cuda::sm_count(exec)), 512, bytes,
+                         cuda::stream_of(exec)>>>(sys, m, n, x.data, y.data);
+                RECON_CUDA_CHECK_LAUNCH();
+            }
+        },
+        system);
+}
+
+void apply_adjoint_accumulating(const Executor& exec, const SystemView& system, int batch,
+                                View<const float> y, View<float> x, Accumulation how)
+{
+    cuda::adjoint(exec, system, batch, y.data, x.data, how);
+}
+
+void normal_apply_accumulating(const Executor& exec, const SystemView& system, int batch,
+                               View<const float> d, View<float> u, View<float> q,
+                               Accumulation how)
+{
+    cuda::normal(exec, system, batch, d.data, u.data, q.data, how);
+}
+
+}  // namespace recon::kernels

@@ -1,0 +1,83 @@
+// Graph and persistent launches of the CGNR solver (CUDA executors only):
+// the whole solve becomes one launch on the executor's stream. The graph is
+// captured from initialize() and iterate(k) themselves, so it runs exactly
+// the shipped host-loop code; the persistent kernel is a second, free-form
+// implementation of the same iteration.
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "kernels/graph.hpp"
+#include "kernels/persistent.hpp"
+#include "recon/cgnr.hpp"
+
+namespace recon {
+
+void CgnrSolver::GraphDeleter::operator()(kernels::SolveGraph* graph) const { delete graph; }
+
+namespace {
+
+/// Iterations per turn of the graph's loop. iterate(k) replaces the residual
+/// when (k + 1) % K == 0, so with replacement the body is a whole multiple
+/// of K and its local index k reproduces the global schedule.
+int body_iterations(const SolverOptions& options)
+{
+    const int unroll = options.graph_unroll;
+    const int k = options.form == CgnrForm::fused ? options.residual_replacement : 0;
+    if (k <= 0) return unroll;
+    return ((unroll + k - 1) / k) * k;
+}
+
+}  // namespace
+
+void CgnrSolver::solve_graph()
+{
+    if (exec_.is_cpu()) throw std::logic_error{"solve_graph needs a CUDA executor"};
+    if (!graph_) {
+        const int turn = body_iterations(options_);
+        auto captured = kernels::SolveGraph::capture(
+            exec_, [this] { initialize(); },
+            [this, turn] {
+                for (int k = 0; k < turn; ++k) iterate(k);
+            },
+            View<const kernels::CgnrScalars>{scalars_.data(), scalars_.size()}, batch_);
+        graph_.reset(new kernels::SolveGraph{std::move(captured)});
+    }
+    graph_->launch(exec_);
+}
+
+void CgnrSolver::solve_persistent()
+{
+    if (exec_.is_cpu()) throw std::logic_error{"solve_persistent needs a CUDA executor"};
+    if (!graph_) {
+        const bool cgls1 = options_.form == CgnrForm::cgls1;
+        kernels::PersistentCgnrProblem p;
+        p.system = view_;
+        p.terms = regularizer_.terms();
+        p.grid = grid_;
+        p.params = params_;
+        p.cgls1 = cgls1;
+        p.residual_replacement = cgls1 ? 0 : options_.residual_replacement;
+        p.batch = batch_;
+        // Tuning knob (see docs/gpu-performance.md): combine the blocks'
+        // images in two phases instead of with atomics.
+        p.two_phase_reduction = std::getenv("RECON_PERSISTENT_TWO_PHASE") != nullptr;
+        p.b = View<const float>{b_.data(), b_.size()};
+        p.x = x_.view();
+        p.r = r_.view();
+        p.q = q_.view();
+        p.h = h_.view();
+        p.g = g_.size() > 0 ? g_.view() : h_.view();
+        p.d = d_.view();
+        p.scalars = scalars_.view();
+        const std::string why = kernels::persistent_cgnr_supports(exec_, p);
+        if (!why.empty()) {
+            throw std::invalid_argument{"solver.launch=persistent: " + why +
+                                        " (use solver.launch=graph)"};
+        }
+        graph_.reset(new kernels::SolveGraph{kernels::SolveGraph::persistent(exec_, p)});
+    }
+    graph_->launch(exec_);
+}
+
+}  // namespace recon

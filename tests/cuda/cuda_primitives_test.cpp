@@ -1,0 +1,372 @@
+// Every CUDA primitive against the CPU reference (kernels/cpu), on fresh
+// random inputs larger than a block, with outputs poisoned first; edge cases:
+// empty rows, a single row, sizes that are not multiples of the block size,
+// batches that split into 4 + 1 frame chunks, images too large for the
+// shared-memory accumulator.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "cuda_test_support.hpp"
+#include "kernels/baselines.hpp"
+#include "kernels/primitives.hpp"
+#include "recon/system_model.hpp"
+
+namespace recon {
+namespace {
+
+using kernels::Array;
+using kernels::SolveStatus;
+using kernels::Executor;
+using test::cview;
+using test::cview_of;
+using test::gpu;
+using test::poisoned;
+using test::upload;
+using test::view_of;
+
+/// A random CSR matrix; every 7th row empty.
+CsrMatrix random_csr(index_t rows, index_t cols, int max_row, std::mt19937_64& rng)
+{
+    CsrMatrix a;
+    a.rows = rows;
+    a.cols = cols;
+    a.row_ptr.push_back(0);
+    std::uniform_int_distribution<int> len_dist{1, max_row};
+    std::uniform_real_distribution<float> value{-1.0f, 1.0f};
+    for (index_t i = 0; i < rows; ++i) {
+        if (i % 7 != 3) {
+            const int len = std::min<int>(len_dist(rng), cols);
+            std::vector<index_t> picked;
+            std::uniform_int_distribution<index_t> col{0, cols - 1};
+            while (static_cast<int>(picked.size()) < len) {
+                const index_t c = col(rng);
+                if (std::find(picked.begin(), picked.end(), c) == picked.end()) picked.push_back(c);
+            }
+            std::sort(picked.begin(), picked.end());
+            for (index_t c : picked) {
+                a.col_idx.push_back(c);
+                a.values.push_back(value(rng));
+            }
+        }
+        a.row_ptr.push_back(static_cast<size_type>(a.values.size()));
+    }
+    return a;
+}
+
+struct ModelCase {
+    std::string name;
+    std::function<std::unique_ptr<SystemModel>(std::uint64_t seed)> make;
+};
+
+std::vector<ModelCase> model_cases()
+{
+    return {
+        {"csr", [](std::uint64_t s) {
+             std::mt19937_64 rng{s};
+             return std::make_unique<StoredMatrix>(random_csr(1333, 301, 9, rng), MatrixLayout::csr);
+         }},
+        {"sliced_ell", [](std::uint64_t s) {
+             std::mt19937_64 rng{s};
+             return std::make_unique<StoredMatrix>(random_csr(1333, 301, 40, rng),
+                                                   MatrixLayout::sliced_ell);
+         }},
+        {"single_row", [](std::uint64_t s) {
+             std::mt19937_64 rng{s};
+             return std::make_unique<StoredMatrix>(random_csr(1, 1029, 300, rng),
+                                                   MatrixLayout::sliced_ell);
+         }},
+        {"synthetic", [](std::uint64_t s) {
+             return std::make_unique<Synthetic>(2111, 307, 11311, s);
+         }},
+        {"synthetic_wide", [](std::uint64_t s) {
+             // 30,000 columns: an image too large for the shared accumulator.
+             return std::make_unique<Synthetic>(1500, 30000, 9000, s);
+         }},
+        {"parallel2d", [](std::uint64_t s) {
+             std::vector<double> angles;
+             for (int k = 0; k < 13; ++k) angles.push_back(180.0 * k / 13 + (s % 5));
+             return std::make_unique<Parallel2d>(21, 17, 25, angles, 0.3);
+         }},
+    };
+}
+
+struct PrimitiveCase {
+    std::size_t model;
+    int batch;
+};
+
+class SystemPrimitives : public ::testing::TestWithParam<PrimitiveCase> {};
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                  const std::string& what)
+{
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i])) << what << ": element " << i << " not written";
+    }
+    EXPECT_LE(test::rel_error(got, want), tol) << what;
+}
+
+TEST_P(SystemPrimitives, MatchTheCpuReference)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const ModelCase mc = model_cases()[GetParam().model];
+    SCOPED_TRACE(mc.name);
+    const int batch = GetParam().batch;
+    const auto model = mc.make(seed);
+    const index_t m = model->rows(), n = model->cols();
+    const Executor cpu = Executor::cpu();
+    const auto cpu_view = model->view(cpu);
+    const auto gpu_view = model->view(gpu());
+
+    const auto x = test::random_vector(static_cast<std::size_t>(n) * batch, rng);
+    const auto y = test::random_vector(static_cast<std::size_t>(m) * batch, rng);
+    std::vector<float> ax(static_cast<std::size_t>(m) * batch), aty(static_cast<std::size_t>(n) * batch),
+        u(aty.size()), q(ax.size());
+    kernels::apply(cpu, cpu_view, batch, cview_of(x), view_of(ax));
+    kernels::apply_adjoint(cpu, cpu_view, batch, cview_of(y), view_of(aty));
+    kernels::normal_apply(cpu, cpu_view, batch, cview_of(x), view_of(u), view_of(q));
+    std::vector<float> r(ax.size());
+    kernels::residual(cpu, cpu_view, batch, cview_of(x), cview_of(y), view_of(r));
+
+    const auto dx = upload(x), dy = upload(y);
+    auto g_ax = poisoned(ax.size()), g_aty = poisoned(aty.size()), g_u = poisoned(u.size()),
+         g_q = poisoned(q.size()), g_u2 = poisoned(u.size());
+    kernels::apply(gpu(), gpu_view, batch, cview(dx), g_ax.view());
+    kernels::apply_adjoint(gpu(), gpu_view, batch, cview(dy), g_aty.view());
+    kernels::normal_apply(gpu(), gpu_view, batch, cview(dx), g_u.view(), g_q.view());
+    kernels::normal_apply(gpu(), gpu_view, batch, cview(dx), g_u2.view(), kernels::View<float>{});
+    auto g_r = poisoned(r.size());
+    kernels::residual(gpu(), gpu_view, batch, cview(dx), cview(dy), g_r.view());
+    expect_close(g_r.to_host(), r, 5e-6, "r = A x - b");
+    expect_close(g_ax.to_host(), ax, 1e-5, "A x");
+    expect_close(g_aty.to_host(), aty, 1e-5, "Aᵀ y");
+    expect_close(g_u.to_host(), u, 2e-5, "Aᵀ(A d)");
+    expect_close(g_q.to_host(), q, 1e-5, "q = A d");
+    expect_close(g_u2.to_host(), u, 2e-5, "Aᵀ(A d) without q");
+
+    // The other accumulations compute the same products.
+    if (mc.name != "parallel2d") {
+        auto g_glob = poisoned(aty.size());
+        kernels::apply_adjoint_accumulating(gpu(), gpu_view, batch, cview(dy), g_glob.view(),
+                                            kernels::Accumulation::global_atomics);
+        expect_close(g_glob.to_host(), aty, 1e-5, "Aᵀ y, global atomics");
+    }
+    if (batch == 1 && mc.name != "parallel2d" && mc.name != "synthetic_wide") {
+        auto g_sx = poisoned(ax.size());
+        kernels::apply_shared_x(gpu(), gpu_view, cview(dx), g_sx.view());
+        expect_close(g_sx.to_host(), ax, 1e-5, "A x, x in shared memory");
+    }
+
+    // Adjoint identity on the GPU alone: ⟨A x, y⟩ = ⟨x, Aᵀ y⟩ per frame.
+    const auto gax = g_ax.to_host(), gaty = g_aty.to_host();
+    for (int b = 0; b < batch; ++b) {
+        double lhs = 0, rhs = 0, scale = 0;
+        for (index_t i = 0; i < m; ++i) {
+            lhs += static_cast<double>(gax[b * m + i]) * y[b * m + i];
+            scale += std::abs(static_cast<double>(gax[b * m + i]) * y[b * m + i]);
+        }
+        for (index_t j = 0; j < n; ++j) rhs += static_cast<double>(x[b * n + j]) * gaty[b * n + j];
+        EXPECT_LE(std::abs(lhs - rhs), 1e-5 * std::max(scale, 1e-30)) << "frame " << b;
+    }
+}
+
+std::vector<PrimitiveCase> primitive_cases()
+{
+    std::vector<PrimitiveCase> cases;
+    for (std::size_t mi = 0; mi < model_cases().size(); ++mi) {
+        for (int batch : {1, 5, 21}) {
+            if (model_cases()[mi].name == "synthetic_wide" && batch > 5) continue;
+            cases.push_back({mi, batch});
+        }
+    }
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SystemPrimitives, ::testing::ValuesIn(primitive_cases()),
+                         [](const auto& info) {
+                             return model_cases()[info.param.model].name + "_batch" +
+                                    std::to_string(info.param.batch);
+                         });
+
+TEST(CudaVectorPrimitives, AxpbyFillAndBatchedDot)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const int batch = 3;
+    const std::size_t len = 100003;  // not a multiple of any block size
+    const auto x = test::random_vector(len * batch, rng), y = test::random_vector(len * batch, rng);
+    const auto dx = upload(x), dy = upload(y);
+    auto out = poisoned(x.size());
+    kernels::axpby(gpu(), 0.75f, cview(dx), -1.25f, cview(dy), out.view());
+    std::vector<float> ref(x.size());
+    kernels::axpby(Executor::cpu(), 0.75f, cview_of(x), -1.25f, cview_of(y), view_of(ref));
+    expect_close(out.to_host(), ref, 1e-7, "axpby");
+
+    kernels::Array<double> dots{gpu(), batch};
+    kernels::batched_dot(gpu(), batch, cview(dx), cview(dy), dots.view());
+    std::vector<double> ref_dots(batch);
+    kernels::batched_dot(Executor::cpu(), batch, cview_of(x), cview_of(y), view_of(ref_dots));
+    const auto got = dots.to_host();
+    for (int b = 0; b < batch; ++b) EXPECT_NEAR(got[b], ref_dots[b], 1e-9 * len) << "frame " << b;
+
+    kernels::fill(gpu(), out.view(), 2.5f);
+    for (float v : out.to_host()) ASSERT_EQ(v, 2.5f);
+}
+
+TEST(CudaRegularizerPrimitives, PrepareAndApplyAddMatchTheCpu)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    kernels::RegularizerTerms terms;
+    terms.count = 5;
+    terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
+    terms.term[1] = {kernels::RegularizerKind::laplacian, 0.2f, 0.0f};
+    terms.term[2] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
+    terms.term[3] = {kernels::RegularizerKind::tikhonov, 0.1f, 0.0f};
+    terms.term[4] = {kernels::RegularizerKind::nonpos, 0.7f, 0.0f};
+    const kernels::ImageGrid grid{37, 29};
+    const int batch = 3;
+    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    const auto p = test::random_vector(n, rng), v = test::random_vector(n, rng),
+               base = test::random_vector(n, rng);
+    const auto state_size = kernels::regularizer_state_size(terms, grid, batch);
+    std::vector<float> state(state_size), out(n);
+    const Executor cpu = Executor::cpu();
+    kernels::regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state));
+    kernels::regularizer_apply_add(cpu, terms, grid, batch, cview_of(state), cview_of(base),
+                                   cview_of(v), view_of(out));
+
+    const auto dp = upload(p), dv = upload(v), dbase = upload(base);
+    auto dstate = poisoned(state.size()), dout = poisoned(n);
+    kernels::regularizer_prepare(gpu(), terms, grid, batch, cview(dp), dstate.view());
+    kernels::regularizer_apply_add(gpu(), terms, grid, batch, cview(dstate), cview(dbase),
+                                   cview(dv), dout.view());
+    expect_close(dstate.to_host(), state, 1e-6, "state");
+    expect_close(dout.to_host(), out, 1e-6, "base + F(p, v)");
+}
+
+/// Scalars of three frames: running, already converged, running.
+std::vector<kernels::CgnrScalars> mixed_scalars(std::mt19937_64& rng)
+{
+    std::uniform_real_distribution<double> dist{0.5, 2.0};
+    std::vector<kernels::CgnrScalars> s(3);
+    for (auto& x : s) {
+        x.gd = -dist(rng);
+        x.f = dist(rng);
+        x.gg0 = 10 * dist(rng);
+        x.gg = dist(rng);
+        x.alpha = dist(rng);
+        x.beta = dist(rng);
+        x.iterations = 4;
+    }
+    s[1].status = SolveStatus::converged;
+    return s;
+}
+
+void expect_scalars_equal(const std::vector<kernels::CgnrScalars>& got,
+                          const std::vector<kernels::CgnrScalars>& want, const std::string& what)
+{
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t b = 0; b < got.size(); ++b) {
+        SCOPED_TRACE(what + ", frame " + std::to_string(b));
+        EXPECT_EQ(got[b].status, want[b].status);
+        EXPECT_EQ(got[b].iterations, want[b].iterations);
+        for (auto [g, w] : {std::pair{got[b].gd, want[b].gd}, {got[b].f, want[b].f},
+                            {got[b].ge, want[b].ge}, {got[b].gg, want[b].gg},
+                            {got[b].gg0, want[b].gg0}, {got[b].alpha, want[b].alpha},
+                            {got[b].beta, want[b].beta}}) {
+            EXPECT_NEAR(g, w, 1e-9 * std::max(1.0, std::abs(w)));
+        }
+    }
+}
+
+TEST(CudaCgnrSteps, EveryStepMatchesTheCpuOnMixedFrames)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const int batch = 3;
+    const std::size_t n = 5003, m = 7001;
+    const Executor cpu = Executor::cpu();
+    kernels::CgnrParams params{5, 0.1};
+    auto host = [&](std::size_t len) { return test::random_vector(len * batch, rng); };
+    auto g = host(n), d = host(n), e = host(n), u = host(n), x = host(n), h = host(n),
+         q = host(m), r = host(m);
+    auto dg = upload(g), dd = upload(d), de = upload(e), du = upload(u), dx = upload(x),
+         dh = upload(h), dq = upload(q), dr = upload(r);
+    auto scalars = mixed_scalars(rng);
+    kernels::Array<kernels::CgnrScalars> ds{gpu(), scalars};
+
+    // step_dots, step_update (frame 2 breaks down: f < 0), update_residual,
+    // step_beta, step_direction, then init.
+    kernels::cgnr_step_dots(cpu, batch, cview_of(d), cview_of(e), cview_of(g), view_of(scalars));
+    kernels::cgnr_step_dots(gpu(), batch, cview(dd), cview(de), cview(dg), ds.view());
+    expect_scalars_equal(ds.to_host(), scalars, "step_dots");
+
+    scalars[0].f = std::abs(scalars[0].f) + 0.1;  // a step frame 0 can take
+    scalars[2].f = -1.0;
+    ds = kernels::Array<kernels::CgnrScalars>{gpu(), scalars};
+    kernels::cgnr_step_update(cpu, batch, cview_of(d), cview_of(u), view_of(x), view_of(h),
+                              view_of(scalars));
+    kernels::cgnr_step_update(gpu(), batch, cview(dd), cview(du), dx.view(), dh.view(), ds.view());
+    expect_scalars_equal(ds.to_host(), scalars, "step_update");
+    expect_close(dx.to_host(), x, 1e-6, "x");
+    expect_close(dh.to_host(), h, 1e-6, "h");
+    EXPECT_EQ(scalars[2].status, SolveStatus::breakdown);
+
+    scalars[2].status = SolveStatus::running;
+    ds = kernels::Array<kernels::CgnrScalars>{gpu(), scalars};
+    kernels::cgnr_update_residual(cpu, batch, cview_of(q), view_of(r), view_of(scalars));
+    kernels::cgnr_update_residual(gpu(), batch, cview(dq), dr.view(), ds.view());
+    expect_close(dr.to_host(), r, 1e-6, "r");
+
+    kernels::cgnr_step_beta(cpu, params, batch, cview_of(g), cview_of(e), view_of(scalars));
+    kernels::cgnr_step_beta(gpu(), params, batch, cview(dg), cview(de), ds.view());
+    expect_scalars_equal(ds.to_host(), scalars, "step_beta");
+    EXPECT_EQ(scalars[0].status, SolveStatus::max_iterations);  // iterations 4 -> 5
+
+    scalars = mixed_scalars(rng);
+    ds = kernels::Array<kernels::CgnrScalars>{gpu(), scalars};
+    kernels::cgnr_step_direction(cpu, batch, cview_of(g), view_of(d), view_of(scalars));
+    kernels::cgnr_step_direction(gpu(), batch, cview(dg), dd.view(), ds.view());
+    expect_close(dd.to_host(), d, 1e-6, "d");
+
+    auto d0 = poisoned(d.size());
+    kernels::cgnr_init(cpu, params, batch, cview_of(g), cview_of(e), view_of(d), view_of(scalars));
+    kernels::cgnr_init(gpu(), params, batch, cview(dg), cview(de), d0.view(), ds.view());
+    expect_close(d0.to_host(), d, 0.0, "d0 = -g0");
+    expect_scalars_equal(ds.to_host(), scalars, "init");
+}
+
+TEST(CudaCgnrSteps, InitFlagsZeroAndNonFiniteGradients)
+{
+    RECON_REQUIRE_GPU();
+    std::vector<float> g(2 * 3000, 0.5f);
+    std::fill(g.begin() + 3000, g.end(), 0.0f);
+    g[100] = std::numeric_limits<float>::infinity();
+    const auto dg = upload(g);
+    auto dd = poisoned(g.size());
+    kernels::Array<kernels::CgnrScalars> ds{gpu(), 2};
+    kernels::cgnr_init(gpu(), kernels::CgnrParams{10, 0.0}, 2, cview(dg), kernels::View<const float>{},
+                       dd.view(), ds.view());
+    const auto s = ds.to_host();
+    EXPECT_EQ(s[0].status, SolveStatus::non_finite);
+    EXPECT_EQ(s[1].status, SolveStatus::converged);
+}
+
+}  // namespace
+}  // namespace recon

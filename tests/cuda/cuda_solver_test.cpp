@@ -1,0 +1,253 @@
+// The CGNR solver on the GPU, in each launch (host loop, one captured graph,
+// one persistent kernel) and both forms: against the double-precision
+// reference on the ill-conditioned problem, against the CPU solver with a
+// regularizer and batches, and the captured graph exactly as shipped (new
+// frames written into the fixed buffers, relaunched).
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "cuda_test_support.hpp"
+#include "kernels/primitives.hpp"
+#include "recon/cgnr.hpp"
+
+namespace recon {
+namespace {
+
+using Dense = Eigen::MatrixXd;
+using Vec = Eigen::VectorXd;
+using test::gpu;
+
+/// Dense m x n matrix with singular values 1 .. 1/condition (geometric),
+/// rounded to float; the float CSR and the rounded matrix in double.
+std::pair<CsrMatrix, Dense> ill_conditioned(int m, int n, double condition, std::mt19937_64& rng)
+{
+    std::normal_distribution<double> normal;
+    Dense gu(m, n), gv(n, n);
+    for (int i = 0; i < m; ++i) for (int j = 0; j < n; ++j) gu(i, j) = normal(rng);
+    for (int i = 0; i < n; ++i) for (int j = 0; j < n; ++j) gv(i, j) = normal(rng);
+    const Dense u = Eigen::HouseholderQR<Dense>(gu).householderQ() * Dense::Identity(m, n);
+    const Dense v = Eigen::HouseholderQR<Dense>(gv).householderQ() * Dense::Identity(n, n);
+    Vec sigma(n);
+    for (int k = 0; k < n; ++k) sigma(k) = std::pow(condition, -static_cast<double>(k) / (n - 1));
+    Dense a = u * sigma.asDiagonal() * v.transpose();
+    CsrMatrix csr;
+    csr.rows = m;
+    csr.cols = n;
+    csr.row_ptr.push_back(0);
+    for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+            const float value = static_cast<float>(a(i, j));
+            a(i, j) = value;
+            csr.col_idx.push_back(j);
+            csr.values.push_back(value);
+        }
+        csr.row_ptr.push_back(static_cast<size_type>(csr.values.size()));
+    }
+    return {std::move(csr), a};
+}
+
+std::vector<float> to_float(const Vec& v) { return {v.data(), v.data() + v.size()}; }
+Vec to_vec(const std::vector<float>& v)
+{
+    Vec out(static_cast<Eigen::Index>(v.size()));
+    for (std::size_t i = 0; i < v.size(); ++i) out(static_cast<Eigen::Index>(i)) = v[i];
+    return out;
+}
+
+using LaunchForm = std::tuple<SolveLaunch, CgnrForm>;
+
+std::string case_name(const ::testing::TestParamInfo<LaunchForm>& info)
+{
+    return std::string{to_string(std::get<0>(info.param))} + "_" +
+           to_string(std::get<1>(info.param));
+}
+
+class GpuSolver : public ::testing::TestWithParam<LaunchForm> {
+protected:
+    SolverOptions options() const
+    {
+        SolverOptions o;
+        o.launch = std::get<0>(GetParam());
+        o.form = std::get<1>(GetParam());
+        return o;
+    }
+};
+
+TEST_P(GpuSolver, ConvergesToTheDoublePrecisionLeastSquaresSolution)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    auto [csr, a] = ill_conditioned(120, 60, 1e2, rng);
+    const StoredMatrix model{std::move(csr)};
+    const auto x_true = test::random_vector(60, rng);
+    const auto noise = test::random_vector(120, rng, -0.01f, 0.01f);
+    const auto b = to_float(a * to_vec(x_true) + to_vec(noise));
+    const Vec reference = a.colPivHouseholderQr().solve(to_vec(b));
+
+    SolverOptions o = options();
+    o.max_iterations = 3000;
+    o.tolerance = 1e-7;
+    o.residual_replacement = 20;
+    FrameResult result;
+    const auto x = solve_cgnr(model, Regularizer{}, o, gpu(), b, {}, &result);
+    EXPECT_NE(result.status, SolveStatus::non_finite);
+    EXPECT_LE(test::rel_error(x, reference), 1e-4) << "after " << result.iterations << " iterations";
+}
+
+/// Writes b (and zeros into x) for every frame, solves, returns images and results.
+std::pair<std::vector<float>, std::vector<FrameResult>> run(CgnrSolver& solver,
+                                                            const std::vector<float>& b)
+{
+    const Executor& exec = solver.executor();
+    kernels::copy(exec, solver.input(), Executor::cpu(),
+                  kernels::View<const float>{b.data(), static_cast<size_type>(b.size())});
+    kernels::fill(exec, solver.image(), 0.0f);
+    solver.solve();
+    std::vector<float> x(static_cast<std::size_t>(solver.image().size));
+    kernels::copy(Executor::cpu(), kernels::View<float>{x.data(), static_cast<size_type>(x.size())},
+                  exec, kernels::View<const float>{solver.image().data, solver.image().size});
+    exec.synchronize();
+    return {x, solver.results()};
+}
+
+TEST_P(GpuSolver, RegularizedBatchMatchesTheCpuSolver)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    std::vector<double> angles;
+    for (int k = 0; k < 19; ++k) angles.push_back(180.0 * k / 19);
+    const Parallel2d model{24, 22, 30, angles, 0.4};
+    const auto reg = Regularizer::parse("tv:0.02,nonneg:2,tikhonov:0.001", 0.01);
+    const int batch = 3;
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng, 0.0f, 2.0f);
+    SolverOptions o = options();
+    o.max_iterations = 25;
+    o.residual_replacement = 10;
+    CgnrSolver on_gpu{model, reg, o, gpu(), batch};
+    SolverOptions cpu_options = o;
+    cpu_options.launch = SolveLaunch::host_loop;
+    CgnrSolver on_cpu{model, reg, cpu_options, Executor::cpu(), batch};
+    const auto [x_gpu, r_gpu] = run(on_gpu, b);
+    const auto [x_cpu, r_cpu] = run(on_cpu, b);
+    for (int f = 0; f < batch; ++f) {
+        SCOPED_TRACE("frame " + std::to_string(f));
+        EXPECT_EQ(r_gpu[f].status, r_cpu[f].status);
+        EXPECT_EQ(r_gpu[f].iterations, r_cpu[f].iterations);
+        const std::size_t n = model.cols();
+        const std::vector<float> xg(x_gpu.begin() + f * n, x_gpu.begin() + (f + 1) * n);
+        const std::vector<float> xc(x_cpu.begin() + f * n, x_cpu.begin() + (f + 1) * n);
+        // float on the GPU against double sums on the CPU, through 25
+        // iterations with sign masks that may flip on a rounding difference
+        EXPECT_LE(test::rel_error(xg, xc), 5e-3);
+        EXPECT_NEAR(r_gpu[f].rel_gradient, r_cpu[f].rel_gradient,
+                    0.1 * r_cpu[f].rel_gradient + 1e-6);
+    }
+}
+
+TEST_P(GpuSolver, NewFramesRelaunchTheSameSolveAndStopOnTolerance)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{4000, 700, 28000, seed};
+    SolverOptions o = options();
+    o.max_iterations = 200;
+    o.tolerance = 1e-3;
+    o.graph_unroll = 7;
+    o.residual_replacement = 20;
+    CgnrSolver solver{model, Regularizer{}, o, gpu(), 2};
+    SolverOptions ref_options = o;
+    ref_options.launch = SolveLaunch::host_loop;
+    CgnrSolver reference{model, Regularizer{}, ref_options, Executor::cpu(), 2};
+    for (int frame = 0; frame < 3; ++frame) {
+        SCOPED_TRACE("frame " + std::to_string(frame));
+        const auto b = test::random_vector(2 * 4000, rng);
+        const auto [x, res] = run(solver, b);
+        const auto [x_ref, res_ref] = run(reference, b);
+        for (int f = 0; f < 2; ++f) {
+            EXPECT_EQ(res[f].status, SolveStatus::converged);
+            EXPECT_LE(res[f].rel_gradient, 1e-3);
+            EXPECT_NEAR(res[f].iterations, res_ref[f].iterations, 2);
+        }
+        // both stopped at ‖g‖ ≤ 1e-3 ‖Aᵀb‖, possibly an iteration apart
+        EXPECT_LE(test::rel_error(x, x_ref), 1e-2);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Launches, GpuSolver,
+    ::testing::Combine(::testing::Values(SolveLaunch::host_loop, SolveLaunch::graph,
+                                         SolveLaunch::persistent),
+                       ::testing::Values(CgnrForm::fused, CgnrForm::cgls1)),
+    case_name);
+
+TEST(GpuSolverLimits, PersistentRejectsImagesThatDoNotFitWithAClearMessage)
+{
+    RECON_REQUIRE_GPU();
+    const Synthetic model{1000, 20000, 5000, 3};
+    SolverOptions o;
+    o.launch = SolveLaunch::persistent;
+    o.max_iterations = 3;
+    CgnrSolver solver{model, Regularizer{}, o, gpu(), 1};
+    try {
+        solver.solve();
+        FAIL() << "expected an error";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string{e.what()}.find("solver.launch=persistent"), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string{e.what()}.find("20000"), std::string::npos) << e.what();
+    }
+}
+
+/// Full solves (both forms, batch 2, a regularizer) small enough for
+/// compute-sanitizer; one test per launch so each can be checked alone.
+void sanitize_solves(SolveLaunch launch)
+{
+    const auto seed = test::fresh_seed();
+    std::mt19937_64 rng{seed};
+    const Synthetic model{3000, 500, 15000, seed};
+    const auto b = test::random_vector(2 * 3000, rng);
+    for (auto form : {CgnrForm::fused, CgnrForm::cgls1}) {
+        SolverOptions o;
+        o.launch = launch;
+        o.form = form;
+        o.max_iterations = 30;
+        o.residual_replacement = 10;
+        CgnrSolver solver{model, Regularizer::parse("tikhonov:0.01"), o, gpu(), 2};
+        const auto [x, res] = run(solver, b);
+        EXPECT_EQ(res[0].iterations, 30);
+        for (float v : x) ASSERT_TRUE(std::isfinite(v));
+    }
+}
+
+TEST(GpuSolverSanitize, HostLoop)
+{
+    RECON_REQUIRE_GPU();
+    sanitize_solves(SolveLaunch::host_loop);
+}
+
+TEST(GpuSolverSanitize, Graph)
+{
+    RECON_REQUIRE_GPU();
+    sanitize_solves(SolveLaunch::graph);
+}
+
+TEST(GpuSolverSanitize, Persistent)
+{
+    RECON_REQUIRE_GPU();
+    sanitize_solves(SolveLaunch::persistent);
+}
+
+}  // namespace
+}  // namespace recon
