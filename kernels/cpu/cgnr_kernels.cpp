@@ -11,7 +11,7 @@ namespace {
 double dot(const float* x, const float* y, size_type len)
 {
     double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (parallel_worthwhile(len))
     for (size_type i = 0; i < len; ++i) sum += static_cast<double>(x[i]) * y[i];
     return sum;
 }
@@ -27,7 +27,7 @@ void cgnr_init(const Executor&, const CgnrParams& params, int batch, View<const 
     for (int b = 0; b < batch; ++b) {
         const float* gb = g.data + b * n;
         float* db = d.data + b * n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
         for (size_type i = 0; i < n; ++i) db[i] = -gb[i];
         const float* rb = reference.data ? reference.data + b * n : gb;
         cgnr_scalars_begin(scalars[b], params, dot(gb, gb, n), dot(rb, rb, n));
@@ -56,7 +56,7 @@ void cgnr_step_update(const Executor&, int batch, View<const float> d, View<cons
         const float* ub = u.data + b * n;
         float* xb = x.data + b * n;
         float* hb = h.data ? h.data + b * n : nullptr;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
         for (size_type i = 0; i < n; ++i) {
             xb[i] += alpha * db[i];
             if (hb) hb[i] += alpha * ub[i];
@@ -73,7 +73,7 @@ void cgnr_update_residual(const Executor&, int batch, View<const float> q, View<
         const float alpha = static_cast<float>(scalars[b].alpha);
         const float* qb = q.data + b * m;
         float* rb = r.data + b * m;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(m))
         for (size_type i = 0; i < m; ++i) rb[i] += alpha * qb[i];
     }
 }
@@ -98,7 +98,7 @@ void cgnr_step_direction(const Executor&, int batch, View<const float> g, View<f
         const float beta = static_cast<float>(scalars[b].beta);
         const float* gb = g.data + b * n;
         float* db = d.data + b * n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
         for (size_type i = 0; i < n; ++i) db[i] = -gb[i] + beta * db[i];
     }
 }

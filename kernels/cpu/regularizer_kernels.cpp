@@ -16,7 +16,7 @@ void regularizer_prepare(const Executor&, const RegularizerTerms& terms, ImageGr
         for (int b = 0; b < batch; ++b) {
             const float* pb = p.data + b * n;
             float* sb = state.data + (slot * batch + b) * n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
             for (index_t iy = 0; iy < grid.ny; ++iy) {
                 for (index_t ix = 0; ix < grid.nx; ++ix) {
                     sb[iy * grid.nx + ix] = term_state(term, pb, grid, ix, iy);
@@ -34,7 +34,7 @@ void regularizer_apply_add(const Executor&, const RegularizerTerms& terms, Image
     const size_type n = grid.size();
     for (int b = 0; b < batch; ++b) {
         const float* vb = v.data + b * n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
         for (index_t iy = 0; iy < grid.ny; ++iy) {
             for (index_t ix = 0; ix < grid.nx; ++ix) {
                 const size_type i = b * n + iy * grid.nx + ix;

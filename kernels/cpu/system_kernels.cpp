@@ -52,7 +52,7 @@ struct RowEntries {
 void reduce_accumulators(const std::vector<std::vector<double>>& partial, View<float> out)
 {
     const size_type size = out.size;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(size))
     for (size_type i = 0; i < size; ++i) {
         double sum = 0.0;
         for (const auto& p : partial) sum += p[static_cast<std::size_t>(i)];

@@ -7,7 +7,7 @@ namespace recon::kernels::cpu {
 void axpby(const Executor&, float a, View<const float> x, float b, View<const float> y,
            View<float> out)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(out.size))
     for (size_type i = 0; i < out.size; ++i) out[i] = a * x[i] + b * y[i];
 }
 
@@ -19,7 +19,7 @@ void batched_dot(const Executor&, int batch, View<const float> x, View<const flo
         const float* xb = x.data + b * len;
         const float* yb = y.data + b * len;
         double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (parallel_worthwhile(len))
         for (size_type i = 0; i < len; ++i) sum += static_cast<double>(xb[i]) * yb[i];
         out[b] = sum;
     }
@@ -27,7 +27,7 @@ void batched_dot(const Executor&, int batch, View<const float> x, View<const flo
 
 void fill(const Executor&, View<float> out, float value)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(out.size))
     for (size_type i = 0; i < out.size; ++i) out[i] = value;
 }
 

@@ -28,3 +28,12 @@ struct View {
 };
 
 }  // namespace recon::kernels
+
+namespace recon::kernels::cpu {
+
+/// Image-space vectors (a few thousand floats) are cheaper on one thread than
+/// the fork/join of a parallel region, which on a loaded machine can cost
+/// more than the whole loop; only larger loops are split over threads.
+inline bool parallel_worthwhile(size_type elements) { return elements >= 32768; }
+
+}  // namespace recon::kernels::cpu
