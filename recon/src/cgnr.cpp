@@ -25,16 +25,18 @@ const char* to_string(CgnrForm form) { return form == CgnrForm::fused ? "fused" 
 
 SolveLaunch parse_solve_launch(const std::string& text)
 {
+    if (text == "auto" || text == "automatic") return SolveLaunch::automatic;
     if (text == "host_loop" || text == "stream") return SolveLaunch::host_loop;
     if (text == "graph") return SolveLaunch::graph;
     if (text == "persistent") return SolveLaunch::persistent;
     throw std::invalid_argument{"unknown launch '" + text +
-                                "' (expected host_loop, graph or persistent)"};
+                                "' (expected auto, host_loop, graph or persistent)"};
 }
 
 const char* to_string(SolveLaunch launch)
 {
     switch (launch) {
+    case SolveLaunch::automatic: return "auto";
     case SolveLaunch::host_loop: return "host_loop";
     case SolveLaunch::graph: return "graph";
     case SolveLaunch::persistent: return "persistent";
@@ -205,12 +207,10 @@ void CgnrSolver::solve_host_loop()
 void CgnrSolver::solve()
 {
     const auto start = std::chrono::steady_clock::now();
-    if (exec_.is_cpu() || options_.launch == SolveLaunch::host_loop) {
-        solve_host_loop();
-    } else if (options_.launch == SolveLaunch::graph) {
-        solve_graph();
-    } else {
-        solve_persistent();
+    switch (launch()) {
+    case SolveLaunch::graph: solve_graph(); break;
+    case SolveLaunch::persistent: solve_persistent(); break;
+    default: solve_host_loop(); break;
     }
     if (observer_ != nullptr) {
         const auto res = results();

@@ -46,30 +46,46 @@ void CgnrSolver::solve_graph()
     graph_->launch(exec_);
 }
 
+kernels::PersistentCgnrProblem CgnrSolver::persistent_problem()
+{
+    const bool cgls1 = options_.form == CgnrForm::cgls1;
+    kernels::PersistentCgnrProblem p;
+    p.system = view_;
+    p.terms = regularizer_.terms();
+    p.grid = grid_;
+    p.params = params_;
+    p.cgls1 = cgls1;
+    p.residual_replacement = cgls1 ? 0 : options_.residual_replacement;
+    p.batch = batch_;
+    // Tuning knob (see docs/gpu-performance.md): combine the blocks'
+    // images in two phases instead of with atomics.
+    p.two_phase_reduction = std::getenv("RECON_PERSISTENT_TWO_PHASE") != nullptr;
+    p.b = View<const float>{b_.data(), b_.size()};
+    p.x = x_.view();
+    p.r = r_.view();
+    p.q = q_.view();
+    p.h = h_.view();
+    p.g = g_.size() > 0 ? g_.view() : h_.view();
+    p.d = d_.view();
+    p.scalars = scalars_.view();
+    return p;
+}
+
+SolveLaunch CgnrSolver::resolve_launch()
+{
+    if (options_.launch != SolveLaunch::automatic) return options_.launch;
+    // The persistent kernel is the fastest one-launch form where it applies
+    // (docs/gpu-performance.md); the graph covers every other case.
+    return kernels::persistent_cgnr_supports(exec_, persistent_problem()).empty()
+               ? SolveLaunch::persistent
+               : SolveLaunch::graph;
+}
+
 void CgnrSolver::solve_persistent()
 {
     if (exec_.is_cpu()) throw std::logic_error{"solve_persistent needs a CUDA executor"};
     if (!graph_) {
-        const bool cgls1 = options_.form == CgnrForm::cgls1;
-        kernels::PersistentCgnrProblem p;
-        p.system = view_;
-        p.terms = regularizer_.terms();
-        p.grid = grid_;
-        p.params = params_;
-        p.cgls1 = cgls1;
-        p.residual_replacement = cgls1 ? 0 : options_.residual_replacement;
-        p.batch = batch_;
-        // Tuning knob (see docs/gpu-performance.md): combine the blocks'
-        // images in two phases instead of with atomics.
-        p.two_phase_reduction = std::getenv("RECON_PERSISTENT_TWO_PHASE") != nullptr;
-        p.b = View<const float>{b_.data(), b_.size()};
-        p.x = x_.view();
-        p.r = r_.view();
-        p.q = q_.view();
-        p.h = h_.view();
-        p.g = g_.size() > 0 ? g_.view() : h_.view();
-        p.d = d_.view();
-        p.scalars = scalars_.view();
+        const kernels::PersistentCgnrProblem p = persistent_problem();
         const std::string why = kernels::persistent_cgnr_supports(exec_, p);
         if (!why.empty()) {
             throw std::invalid_argument{"solver.launch=persistent: " + why +

@@ -15,6 +15,7 @@
 
 namespace recon::kernels {
 class SolveGraph;  // kernels/include/kernels/graph.hpp: an instantiated CUDA graph
+struct PersistentCgnrProblem;  // kernels/include/kernels/persistent.hpp
 }  // namespace recon::kernels
 
 namespace recon {
@@ -31,6 +32,7 @@ const char* to_string(CgnrForm form);
 
 /// How a solve is launched on a CUDA executor (the CPU always loops on the host).
 enum class SolveLaunch {
+    automatic,   // persistent when the batch's images fit one block, else graph
     host_loop,   // one stream launch per kernel, stop flags read every status_check_interval
     graph,       // the whole solve as one CUDA graph launch
     persistent,  // one persistent cooperative kernel with grid-wide syncs
@@ -45,7 +47,7 @@ struct SolverOptions {
     CgnrForm form = CgnrForm::fused;
     int residual_replacement = 50;  // fused form: recompute h = Aᵀ(Ax − b) every K; 0: never
     int status_check_interval = 1;  // host loop: read the stop flags every this many iterations
-    SolveLaunch launch = SolveLaunch::host_loop;
+    SolveLaunch launch = SolveLaunch::automatic;
     int graph_unroll = 10;          // graph: iterations per turn of the conditional loop
 
     /// Throws std::invalid_argument naming the bad option.
@@ -99,6 +101,9 @@ public:
     int batch() const { return batch_; }
     const Executor& executor() const { return exec_; }
     const SolverOptions& options() const { return options_; }
+    /// How solve() launches: host_loop on the CPU, else options().launch
+    /// with `automatic` resolved.
+    SolveLaunch launch() { return exec_.is_cpu() ? SolveLaunch::host_loop : resolve_launch(); }
     const SystemModel& system() const { return system_; }
     const Regularizer& regularizer() const { return regularizer_; }
 
@@ -115,6 +120,10 @@ private:
     void solve_host_loop();
     void solve_graph();       // recon/src/cgnr_graph.cpp
     void solve_persistent();  // recon/src/cgnr_graph.cpp
+    /// The launch `automatic` resolves to on this solver's executor and batch.
+    SolveLaunch resolve_launch();  // recon/src/cgnr_graph.cpp
+    /// This solver's buffers and settings as the persistent kernel takes them.
+    kernels::PersistentCgnrProblem persistent_problem();  // recon/src/cgnr_graph.cpp
 
     const SystemModel& system_;
     Regularizer regularizer_;
