@@ -1,0 +1,97 @@
+// `recon bench`: the performance tables (DESIGN §8) for one device.
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "pipeline/bench.hpp"
+#include "pipeline/bench_cuda.hpp"
+#include "pipeline/commands.hpp"
+#include "pipeline/config.hpp"
+#include "pipeline/device.hpp"
+
+namespace recon::pipeline {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::stringstream stream{text};
+    for (std::string item; std::getline(stream, item, ',');) {
+        if (!item.empty()) out.push_back(item);
+    }
+    return out;
+}
+
+}  // namespace
+
+int bench_command(const Args& args)
+{
+    BenchConfig bench;
+    PipelineConfig pipeline;
+    ConfigLoader loader{"bench", "time our solver and its baselines on the paper matrices"};
+    po::options_description device{"[pipeline] device"};
+    device.add_options()
+        ("pipeline.device", po::value(&pipeline.device)->default_value(pipeline.device),
+         "cpu | cuda | auto")
+        ("pipeline.threads", po::value(&pipeline.threads)->default_value(pipeline.threads),
+         "CPU threads (0: all cores)");
+    loader.add(bench_options(bench));
+    loader.add(device, /*whole=*/false);
+    loader.add_alias("--device", "pipeline.device");
+    loader.add_alias("--threads", "pipeline.threads");
+    loader.add_alias("--json", "bench.json");
+    loader.add_alias("--repetitions", "bench.repetitions");
+    loader.add_alias("--iterations", "bench.iterations");
+    loader.add_alias("--matrices", "bench.matrices");
+    if (!loader.parse(args, std::cout)) return 0;
+    bench.validate();
+    pipeline.validate();
+    set_cpu_threads(pipeline.threads);
+    const kernels::Executor exec = select_device(pipeline.device);
+    const auto problems = split_list(bench.matrices);
+    if (problems.empty()) {
+        throw std::invalid_argument{"bench.matrices: expected large, small or both, found ''"};
+    }
+    std::ofstream json_file;
+    if (!bench.json.empty()) {
+        json_file.open(bench.json);  // fail now, not after minutes of measuring
+        if (!json_file) {
+            throw std::runtime_error{"bench.json '" + bench.json + "': cannot be created"};
+        }
+    }
+
+    BenchTable table;
+    table.set_machine(describe_machine(exec));
+    table.set_baseline("solve", eigen_solve_variant);
+    std::vector<BenchProblem> prepared;
+    for (const auto& which : problems) prepared.push_back(make_bench_problem(which));
+    if (exec.is_cpu()) {
+        for (const auto& problem : prepared) {
+            std::cerr << "bench: " << problem.name << " (" << problem.describe() << ")\n";
+            add_operator_rows(table, problem, exec, bench);
+            add_solve_rows(table, problem, exec, bench);
+            if (bench.eigen) add_eigen_rows(table, problem, bench);
+        }
+    } else {
+        // The GPU tables carry their own CPU reference row; Eigen stays in
+        // the CPU "solve" section.
+        std::vector<const BenchProblem*> pointers;
+        for (const auto& problem : prepared) pointers.push_back(&problem);
+        add_cuda_rows(table, pointers, exec, bench);
+        if (bench.eigen) {
+            for (const auto& problem : prepared) add_eigen_rows(table, problem, bench);
+        }
+    }
+    table.print(std::cout);
+    if (json_file.is_open()) {
+        json_file << table.to_json().dump(2) << "\n";
+        if (!json_file) throw std::runtime_error{"bench.json '" + bench.json + "': write failed"};
+        std::cout << "\nwrote " << bench.json << "\n";
+    }
+    return 0;
+}
+
+}  // namespace recon::pipeline

@@ -1,0 +1,392 @@
+// The GPU tables of `recon bench` (see bench_cuda.hpp). Every time is the
+// span between CUDA events on the executor's stream(s) around the work,
+// median of the repetitions after one warm-up run. Inputs stay resident
+// between repetitions, as they do in a running pipeline (the paper
+// matrices, 8-16 MB, then sit in the 50-60 MB L2 of an H100/H200).
+
+#include "pipeline/bench_cuda.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/baselines.hpp"
+#include "kernels/memory.hpp"
+#include "kernels/persistent.hpp"
+#include "kernels/primitives.hpp"
+#include "recon/cgnr.hpp"
+
+namespace recon::pipeline {
+
+namespace {
+
+namespace kn = recon::kernels;
+using kn::Executor;
+
+template <class T>
+kn::View<const T> cview(const kn::Array<T>& a)
+{
+    return {a.data(), a.size()};
+}
+
+/// Median-ready timing of `work` by CUDA events, one warm-up.
+Timing timed(const Executor& exec, int repetitions, const std::function<void()>& work)
+{
+    return measure(1, repetitions, [&] { return kn::time_on_device_ms({exec}, work); });
+}
+
+kn::HostCsr host_csr(const recon::CsrMatrix& a)
+{
+    return {a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), a.values.data()};
+}
+
+std::string fmt(double v, int precision = 3)
+{
+    std::ostringstream s;
+    s.precision(precision);
+    s << v;
+    return s.str();
+}
+
+/// ‖A x − b‖ / ‖b‖ in double on the host.
+double relative_residual(const recon::CsrMatrix& a, const std::vector<float>& x,
+                         const std::vector<float>& b)
+{
+    double rr = 0.0, bb = 0.0;
+    for (kn::index_t i = 0; i < a.rows; ++i) {
+        double ax = 0.0;
+        for (auto k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
+            ax += static_cast<double>(a.values[k]) * x[a.col_idx[k]];
+        }
+        rr += (ax - b[i]) * (ax - b[i]);
+        bb += static_cast<double>(b[i]) * b[i];
+    }
+    return std::sqrt(rr / bb);
+}
+
+std::vector<float> download(const Executor& exec, kn::View<float> v, kn::size_type count)
+{
+    std::vector<float> host(static_cast<std::size_t>(count));
+    kn::copy(Executor::cpu(), kn::View<float>{host.data(), count}, exec,
+             kn::View<const float>{v.data, count});
+    exec.synchronize();
+    return host;
+}
+
+/// One solver of `batch` frames; each timed run copies the frames' b into
+/// the fixed input buffer (device to device, as a new frame does), zeroes
+/// x, and solves.
+struct SolveCase {
+    std::string name;
+    const recon::SystemModel* model;
+    recon::Regularizer regularizer;
+    recon::SolverOptions options;
+};
+
+struct SolveOutcome {
+    Timing timing;
+    std::vector<float> image;  // first frame
+    recon::FrameResult result;
+};
+
+SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
+                        const std::vector<float>& b_one, int repetitions)
+{
+    recon::CgnrSolver solver{*c.model, c.regularizer, c.options, exec, batch};
+    std::vector<float> b_all;
+    for (int f = 0; f < batch; ++f) b_all.insert(b_all.end(), b_one.begin(), b_one.end());
+    const kn::Array<float> staged{exec, b_all};
+    SolveOutcome out;
+    out.timing = timed(exec, repetitions, [&] {
+        kn::copy(exec, solver.input(), exec, cview(staged));
+        kn::fill(exec, solver.image(), 0.0f);
+        solver.solve();
+    });
+    out.image = download(exec, solver.image(), c.model->cols());
+    out.result = solver.results().front();
+    return out;
+}
+
+std::string solve_note(const recon::CsrMatrix& a, const SolveOutcome& o, const std::vector<float>& b)
+{
+    return "|Ax-b|/|b| " + fmt(relative_residual(a, o.image, b)) + ", " +
+           std::to_string(o.result.iterations) + " it";
+}
+
+/// The two cuSPARSE+cuBLAS CGLS rows (host loop, one graph) on `csr`.
+void add_cusparse_cgls_rows(BenchTable& table, const std::string& section,
+                            const std::string& problem, const recon::CsrMatrix& csr,
+                            const std::vector<float>& b, const Executor& exec, int iterations,
+                            int repetitions, const std::string& extra_note = "")
+{
+    const std::string device = kn::device_name(exec);
+    kn::CusparseCgls cgls{exec, host_csr(csr)};
+    const kn::Array<float> staged{exec, b};
+    for (const bool graph : {false, true}) {
+        const Timing timing = timed(exec, repetitions, [&] {
+            kn::copy(exec, cgls.input(), exec, cview(staged));
+            kn::fill(exec, cgls.image(), 0.0f);
+            if (graph) {
+                cgls.solve_graph(iterations);
+            } else {
+                cgls.solve_host_loop(iterations);
+            }
+        });
+        const auto x = download(exec, cgls.image(), csr.cols);
+        table.add({section, problem,
+                   graph ? cuda_solve_baseline : "cuSPARSE+cuBLAS CGLS, host loop", device, timing,
+                   "|Ax-b|/|b| " + fmt(relative_residual(csr, x, b)) + ", " +
+                       std::to_string(iterations) + " it" + extra_note});
+    }
+}
+
+}  // namespace
+
+void add_cuda_operator_rows(BenchTable& table, const BenchProblem& p, const Executor& exec,
+                            const BenchConfig& config)
+{
+    const std::string device = kn::device_name(exec);
+    const int runs = std::max(50, config.repetitions);
+    const kn::Array<float> x{exec, p.x}, y{exec, p.y};
+    kn::Array<float> ax{exec, static_cast<kn::size_type>(p.y.size())};
+    kn::Array<float> aty{exec, static_cast<kn::size_type>(p.x.size())};
+    const auto csr = p.csr->view(exec);
+    const auto ell = p.sliced_ell->view(exec);
+    const auto fly = p.on_the_fly->view(exec);
+    auto row = [&](const std::string& variant, const std::function<void()>& work) {
+        table.add({"gpu operators", p.name, variant, device, timed(exec, runs, work), ""});
+    };
+    using kn::Accumulation;
+    row("A x, simple CSR (thread per row)", [&] { kn::apply(exec, csr, 1, cview(x), ax.view()); });
+    row("At y, simple CSR (thread per row, atomics)", [&] {
+        kn::apply_adjoint_accumulating(exec, csr, 1, cview(y), aty.view(),
+                                       Accumulation::global_atomics);
+    });
+    row("A x, ELLPACK-T", [&] { kn::apply(exec, ell, 1, cview(x), ax.view()); });
+    row("At y, ELLPACK-T (global atomics)", [&] {
+        kn::apply_adjoint_accumulating(exec, ell, 1, cview(y), aty.view(),
+                                       Accumulation::global_atomics);
+    });
+    row("A x, shared memory (x in smem, ELLPACK-T)",
+        [&] { kn::apply_shared_x(exec, ell, cview(x), ax.view()); });
+    row("At y, shared memory (block image in smem, ELLPACK-T)", [&] {
+        kn::apply_adjoint_accumulating(exec, ell, 1, cview(y), aty.view(),
+                                       Accumulation::shared_memory);
+    });
+    row("A x, on the fly", [&] { kn::apply(exec, fly, 1, cview(x), ax.view()); });
+    row("At y, on the fly (block image in smem)",
+        [&] { kn::apply_adjoint(exec, fly, 1, cview(y), aty.view()); });
+    row("At(A d) fused, ELLPACK-T",
+        [&] { kn::normal_apply(exec, ell, 1, cview(x), aty.view(), kn::View<float>{}); });
+    row("At(A d) fused, on the fly",
+        [&] { kn::normal_apply(exec, fly, 1, cview(x), aty.view(), kn::View<float>{}); });
+    kn::CusparseCsr sparse{exec, host_csr(p.csr->csr())};
+    row("A x, cuSPARSE CSR", [&] { sparse.apply(cview(x), ax.view()); });
+    row("At y, cuSPARSE CSR (stored transpose)", [&] { sparse.apply_adjoint(cview(y), aty.view()); });
+    row("At y, cuSPARSE CSR (op = transpose)",
+        [&] { sparse.apply_adjoint_op_transpose(cview(y), aty.view()); });
+}
+
+void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executor& exec,
+                         const BenchConfig& config)
+{
+    const std::string device = kn::device_name(exec);
+    const int reps = std::max(20, config.repetitions);
+    auto options = [&](recon::SolveLaunch launch, recon::CgnrForm form) {
+        recon::SolverOptions o;
+        o.max_iterations = config.iterations;
+        o.tolerance = 0.0;
+        o.launch = launch;
+        o.form = form;
+        o.status_check_interval = config.iterations;  // stream launches: no host sync per iteration
+        return o;
+    };
+    using recon::CgnrForm;
+    using recon::SolveLaunch;
+    const std::vector<SolveCase> cases{
+        {"ours one launch (persistent), ELLPACK-T", p.sliced_ell.get(), {},
+         options(SolveLaunch::persistent, CgnrForm::fused)},
+        {"ours one launch (persistent), on the fly", p.on_the_fly.get(), {},
+         options(SolveLaunch::persistent, CgnrForm::fused)},
+        {"ours one launch (persistent) CGLS1, ELLPACK-T", p.sliced_ell.get(), {},
+         options(SolveLaunch::persistent, CgnrForm::cgls1)},
+        {"ours one launch (graph), ELLPACK-T", p.sliced_ell.get(), {},
+         options(SolveLaunch::graph, CgnrForm::fused)},
+        {"ours one launch (graph), on the fly", p.on_the_fly.get(), {},
+         options(SolveLaunch::graph, CgnrForm::fused)},
+        {"ours unfused stream launches, ELLPACK-T", p.sliced_ell.get(), {},
+         options(SolveLaunch::host_loop, CgnrForm::fused)},
+    };
+    for (const auto& c : cases) {
+        const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
+        table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
+    }
+    {
+        // The persistent kernel with its other way of combining block images.
+        setenv("RECON_PERSISTENT_TWO_PHASE", "1", 1);
+        const SolveCase c{"ours one launch (persistent, two-phase sums), ELLPACK-T",
+                          p.sliced_ell.get(), {}, options(SolveLaunch::persistent, CgnrForm::fused)};
+        const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
+        unsetenv("RECON_PERSISTENT_TWO_PHASE");
+        table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
+    }
+    add_cusparse_cgls_rows(table, "gpu solve", p.name, p.csr->csr(), p.b, exec, config.iterations,
+                           reps);
+    // Our CPU path on the same problem (one timed run).
+    SolveCase cpu{"cpu ours fused, CSR", p.csr.get(), {},
+                  options(SolveLaunch::host_loop, CgnrForm::fused)};
+    recon::CgnrSolver solver{*cpu.model, cpu.regularizer, cpu.options, Executor::cpu(), 1};
+    const Timing timing = measure(0, 1, [&] {
+        std::copy(p.b.begin(), p.b.end(), solver.input().data);
+        std::fill_n(solver.image().data, solver.image().size, 0.0f);
+        return host_timed_ms(Executor::cpu(), [&] { solver.solve(); });
+    });
+    table.add({"gpu solve", p.name, cpu.name, "cpu", timing, ""});
+}
+
+void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig& config)
+{
+    const std::string device = kn::device_name(exec);
+    const int reps = std::max(5, config.repetitions);
+    const kn::index_t size = 256;
+    std::vector<double> angles;
+    for (int k = 0; k < 180; ++k) angles.push_back(k);
+    const recon::Parallel2d fly{size, size, size, angles, 0.0};
+    // b = A x of a disc phantom with an off-centre insert.
+    std::vector<float> phantom(static_cast<std::size_t>(size) * size, 0.0f);
+    for (int iy = 0; iy < size; ++iy) {
+        for (int ix = 0; ix < size; ++ix) {
+            const double dx = ix - 127.5, dy = iy - 127.5;
+            float v = dx * dx + dy * dy < 100.0 * 100.0 ? 1.0f : 0.0f;
+            if ((dx - 30) * (dx - 30) + (dy + 20) * (dy + 20) < 25.0 * 25.0) v += 0.5f;
+            phantom[static_cast<std::size_t>(iy) * size + ix] = v;
+        }
+    }
+    std::vector<float> b(static_cast<std::size_t>(fly.rows()));
+    fly.apply(Executor::cpu(), {phantom.data(), static_cast<kn::size_type>(phantom.size())},
+              {b.data(), static_cast<kn::size_type>(b.size())});
+    const recon::CsrMatrix csr = fly.materialize();
+    const recon::StoredMatrix stored{csr, recon::MatrixLayout::sliced_ell, "ct_256"};
+    // configs/ct-256.ini: regularizer = tv:5, tv_epsilon = 0.01
+    const auto tv = recon::Regularizer::parse("tv:5", 0.01);
+
+    auto options = [&](recon::SolveLaunch launch) {
+        recon::SolverOptions o;
+        o.max_iterations = config.iterations;
+        o.tolerance = 0.0;
+        o.launch = launch;
+        o.status_check_interval = config.iterations;
+        return o;
+    };
+    using recon::SolveLaunch;
+    const std::vector<SolveCase> cases{
+        {"ours one launch (graph), on the fly, TV", &fly, tv, options(SolveLaunch::graph)},
+        {"ours unfused stream launches, on the fly, TV", &fly, tv, options(SolveLaunch::host_loop)},
+        {"ours one launch (graph), ELLPACK-T stored, TV", &stored, tv, options(SolveLaunch::graph)},
+        {"ours one launch (graph), on the fly, no regularizer", &fly, {},
+         options(SolveLaunch::graph)},
+    };
+    for (const auto& c : cases) {
+        const SolveOutcome o = run_solver(c, exec, 1, b, reps);
+        table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
+    }
+    add_cusparse_cgls_rows(table, "gpu solve", "ct_256", csr, b, exec, config.iterations, reps,
+                           ", no regularizer (CGLS)");
+    // CPU: a tenth of the iterations, scaled (noted), to keep the bench short.
+    recon::SolverOptions cpu_options = options(SolveLaunch::host_loop);
+    cpu_options.max_iterations = std::max(1, config.iterations / 10);
+    recon::CgnrSolver solver{fly, tv, cpu_options, Executor::cpu(), 1};
+    Timing timing = measure(0, 1, [&] {
+        std::copy(b.begin(), b.end(), solver.input().data);
+        std::fill_n(solver.image().data, solver.image().size, 0.0f);
+        return host_timed_ms(Executor::cpu(), [&] { solver.solve(); });
+    });
+    const double scale = static_cast<double>(config.iterations) / cpu_options.max_iterations;
+    for (double& t : timing.runs_ms) t *= scale;
+    table.add({"gpu solve", "ct_256", "cpu ours fused, on the fly, TV", "cpu", timing,
+               std::to_string(cpu_options.max_iterations) + " it timed, scaled x" + fmt(scale)});
+}
+
+void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executor& exec,
+                         const BenchConfig& config)
+{
+    const std::string device = kn::device_name(exec);
+    const int reps = std::max(10, config.repetitions);
+    for (const int batch : {1, 4, 16}) {
+        const std::string frames = std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
+        auto note = [&](const Timing& t) {
+            return fmt(1000.0 * batch / t.median(), 4) + " frames/s, " +
+                   fmt(t.median() / batch) + " ms/frame";
+        };
+        for (const auto launch : {recon::SolveLaunch::persistent, recon::SolveLaunch::graph}) {
+            recon::SolverOptions o;
+            o.max_iterations = config.iterations;
+            o.launch = launch;
+            SolveCase c{"", p.sliced_ell.get(), {}, o};
+            recon::CgnrSolver probe{*c.model, {}, o, exec, batch};
+            const bool persistent = launch == recon::SolveLaunch::persistent;
+            if (persistent) {
+                kn::fill(exec, probe.input(), 0.0f);
+                kn::fill(exec, probe.image(), 0.0f);
+                try {
+                    probe.solve();  // tells whether the batch fits the persistent kernel
+                } catch (const std::invalid_argument&) {
+                    continue;
+                }
+            }
+            const SolveOutcome out = run_solver(c, exec, batch, p.b, reps);
+            table.add({"gpu batch", p.name,
+                       frames + " together, " + (persistent ? "persistent" : "graph") +
+                           ", ELLPACK-T",
+                       device, out.timing, note(out.timing)});
+        }
+        // One graph instance per stream, all streams at once.
+        std::vector<kn::BenchStream> streams;
+        std::vector<Executor> execs;
+        std::vector<std::unique_ptr<recon::CgnrSolver>> solvers;
+        recon::SolverOptions o;
+        o.max_iterations = config.iterations;
+        o.launch = recon::SolveLaunch::graph;
+        for (int f = 0; f < batch; ++f) {
+            streams.emplace_back(exec.device());
+            execs.push_back(exec.with_stream(streams.back().get()));
+        }
+        for (int f = 0; f < batch; ++f) {
+            solvers.push_back(
+                std::make_unique<recon::CgnrSolver>(*p.sliced_ell, recon::Regularizer{}, o, execs[f], 1));
+        }
+        std::vector<kn::Array<float>> staged;
+        for (int f = 0; f < batch; ++f) staged.emplace_back(execs[f], p.b);
+        for (auto& e : execs) e.synchronize();
+        const Timing t = measure(1, reps, [&] {
+            return kn::time_on_device_ms(execs, [&] {
+                for (int f = 0; f < batch; ++f) {
+                    kn::copy(execs[f], solvers[f]->input(), execs[f], cview(staged[f]));
+                    kn::fill(execs[f], solvers[f]->image(), 0.0f);
+                    solvers[f]->solve();
+                }
+            });
+        });
+        table.add({"gpu batch", p.name, frames + ", one graph per stream, ELLPACK-T", device, t,
+                   note(t)});
+    }
+}
+
+void add_cuda_rows(BenchTable& table, const std::vector<const BenchProblem*>& problems,
+                   const Executor& exec, const BenchConfig& config)
+{
+    table.set_baseline("gpu solve", cuda_solve_baseline);
+    for (const BenchProblem* p : problems) {
+        add_cuda_operator_rows(table, *p, exec, config);
+        add_cuda_solve_rows(table, *p, exec, config);
+        add_cuda_batch_rows(table, *p, exec, config);
+    }
+    add_cuda_ct_rows(table, exec, config);
+}
+
+}  // namespace recon::pipeline
