@@ -79,7 +79,7 @@ void copy_bytes(const Executor& dst_exec, void* dst, const Executor& src_exec,
 #define RECON_DISPATCH(name, ...)                                   \
     switch (exec.backend()) {                                       \
     case Backend::cpu: return cpu::name(__VA_ARGS__);               \
-    case Backend::cuda: return cuda::name(__VA_ARGS__);             \
+    case Backend::cuda: cuda::activate(exec); return cuda::name(__VA_ARGS__); \
     }                                                               \
     throw std::logic_error{"unknown backend in " #name}
 

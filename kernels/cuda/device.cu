@@ -3,6 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <thread>
+#include <tuple>
+
 #include <array>
 #include <map>
 #include <mutex>
@@ -66,12 +69,21 @@ void copy_bytes(const Executor& dst_exec, void* dst, const Executor& src_exec,
                 const void* src, std::size_t bytes)
 {
     const Executor& device_side = dst_exec.is_cpu() ? src_exec : dst_exec;
+    activate(device_side);
     RECON_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(device_side)));
 }
 
 void synchronize(const Executor& exec)
 {
+    activate(exec);
     RECON_CUDA_TRY(cudaStreamSynchronize(stream_of(exec)));
+}
+
+void activate(const Executor& exec)
+{
+    int current = -1;
+    RECON_CUDA_TRY(cudaGetDevice(&current));
+    if (current != exec.device()) RECON_CUDA_TRY(cudaSetDevice(exec.device()));
 }
 
 // --- scratch -------------------------------------------------------------------
@@ -100,7 +112,7 @@ public:
     void* get(const Executor& exec, ScratchSlot slot, std::size_t bytes, bool zeroed)
     {
         const std::lock_guard lock{mutex_};
-        auto& buffer = live_[{exec.device(), stream_of(exec)}][static_cast<int>(slot)];
+        auto& buffer = live_[key(exec)][static_cast<int>(slot)];
         if (buffer.bytes >= bytes) return buffer.ptr;
         if (buffer.ptr != nullptr) retired_.push_back(buffer.ptr);
         RECON_CUDA_TRY(cudaSetDevice(exec.device()));
@@ -116,10 +128,19 @@ public:
     }
 
 private:
+    // cudaStreamPerThread is one handle value for every thread, yet each
+    // thread's work on it runs concurrently with the others': buffers for it
+    // are per thread too, or two workers on one GPU race on their scratch.
+    using Key = std::tuple<int, cudaStream_t, std::thread::id>;
+    static Key key(const Executor& exec)
+    {
+        const cudaStream_t stream = stream_of(exec);
+        return {exec.device(), stream,
+                stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id{}};
+    }
+
     std::mutex mutex_;
-    std::map<std::pair<int, cudaStream_t>,
-             std::array<Buffer, static_cast<int>(ScratchSlot::count_)>>
-        live_;
+    std::map<Key, std::array<Buffer, static_cast<int>(ScratchSlot::count_)>> live_;
     std::vector<void*> retired_;
 };
 

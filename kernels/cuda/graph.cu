@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/backends.hpp"
 #include "kernels/graph.hpp"
 #include "kernels/memory.hpp"
 #include "launch.cuh"
@@ -142,6 +143,7 @@ SolveGraph SolveGraph::persistent(const Executor& exec, const PersistentCgnrProb
 
 void SolveGraph::launch(const Executor& exec)
 {
+    cuda::activate(exec);
     if (impl_->persistent) {
         cuda::launch_persistent_cgnr(exec, impl_->problem, impl_->workspace.data());
     } else {

@@ -14,6 +14,7 @@ namespace recon::kernels::cuda {
 #include "unavailable_primitives.inc"
 
 bool compiled() { return false; }
+void activate(const Executor&) {}
 int device_count() { return 0; }
 std::string device_name(int) { throw std::runtime_error{RECON_UNAVAILABLE_MESSAGE}; }
 void* allocate(const Executor&, std::size_t) { throw std::runtime_error{RECON_UNAVAILABLE_MESSAGE}; }

@@ -20,6 +20,9 @@ void deallocate(const Executor& exec, void* ptr) noexcept;
 void copy_bytes(const Executor& dst_exec, void* dst, const Executor& src_exec,
                 const void* src, std::size_t bytes);
 void synchronize(const Executor& exec);
+/// Makes exec's device the calling thread's current device (the CUDA
+/// runtime keeps one per thread; each worker thread may drive another GPU).
+void activate(const Executor& exec);
 bool compiled();
 int device_count();
 std::string device_name(int device);
