@@ -15,52 +15,20 @@
 #include <tuple>
 
 #include "cuda_test_support.hpp"
+#include "reference_problems.hpp"
 #include "kernels/primitives.hpp"
 #include "recon/cgnr.hpp"
 
 namespace recon {
 namespace {
 
-using Dense = Eigen::MatrixXd;
-using Vec = Eigen::VectorXd;
+using test::Dense;
+using test::Vec;
+using test::ill_conditioned;
+using test::to_float;
+using test::to_vec;
 using test::gpu;
 
-/// Dense m x n matrix with singular values 1 .. 1/condition (geometric),
-/// rounded to float; the float CSR and the rounded matrix in double.
-std::pair<CsrMatrix, Dense> ill_conditioned(int m, int n, double condition, std::mt19937_64& rng)
-{
-    std::normal_distribution<double> normal;
-    Dense gu(m, n), gv(n, n);
-    for (int i = 0; i < m; ++i) for (int j = 0; j < n; ++j) gu(i, j) = normal(rng);
-    for (int i = 0; i < n; ++i) for (int j = 0; j < n; ++j) gv(i, j) = normal(rng);
-    const Dense u = Eigen::HouseholderQR<Dense>(gu).householderQ() * Dense::Identity(m, n);
-    const Dense v = Eigen::HouseholderQR<Dense>(gv).householderQ() * Dense::Identity(n, n);
-    Vec sigma(n);
-    for (int k = 0; k < n; ++k) sigma(k) = std::pow(condition, -static_cast<double>(k) / (n - 1));
-    Dense a = u * sigma.asDiagonal() * v.transpose();
-    CsrMatrix csr;
-    csr.rows = m;
-    csr.cols = n;
-    csr.row_ptr.push_back(0);
-    for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) {
-            const float value = static_cast<float>(a(i, j));
-            a(i, j) = value;
-            csr.col_idx.push_back(j);
-            csr.values.push_back(value);
-        }
-        csr.row_ptr.push_back(static_cast<size_type>(csr.values.size()));
-    }
-    return {std::move(csr), a};
-}
-
-std::vector<float> to_float(const Vec& v) { return {v.data(), v.data() + v.size()}; }
-Vec to_vec(const std::vector<float>& v)
-{
-    Vec out(static_cast<Eigen::Index>(v.size()));
-    for (std::size_t i = 0; i < v.size(); ++i) out(static_cast<Eigen::Index>(i)) = v[i];
-    return out;
-}
 
 using LaunchForm = std::tuple<SolveLaunch, CgnrForm>;
 
