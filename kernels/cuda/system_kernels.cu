@@ -3,10 +3,12 @@
 // Row-driven models (stored CSR / sliced ELLPACK-T, synthetic rows made on
 // the fly): one thread per row; Aᵀ scatters into a per-block image in shared
 // memory when the image fits (few global atomics: one per pixel and block),
-// else straight into global memory. Parallel-beam rows: A x by rays, Aᵀ y
-// pixel-driven (a gather, no atomics) with the same weights. Frames are
+// else straight into global memory. Parallel-beam rows: A x by rays over
+// padded pair images of x, Aᵀ y pixel-driven over per-tile tables of y (a
+// gather, no atomics), with the same weights (parallel2d_kernels.cuh). Frames are
 // processed 4 or 1 at a time per pass over the rows.
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -14,6 +16,7 @@
 
 #include "kernels/backends.hpp"
 #include "kernels/baselines.hpp"
+#include "parallel2d_kernels.cuh"
 #include "system_kernels.cuh"
 
 namespace recon::kernels::cuda {
@@ -50,6 +53,60 @@ void for_frame_chunks(int batch, F&& f)
     for (; first < batch; ++first) f(std::integral_constant<int, 1>{}, first);
 }
 
+// --- parallel2d (kernels and their reasoning: parallel2d_kernels.cuh) ---------------
+
+/// Bytes of the pair images of `frames` frames, rounded up to 256.
+std::size_t parallel2d_pair_bytes(const Parallel2dView& sys, int frames)
+{
+    const std::size_t bytes = static_cast<std::size_t>(p2::pair_frame_size(sys)) * frames *
+                              sizeof(float2);
+    return (bytes + 255) / 256 * 256;
+}
+
+float2* parallel2d_pair_scratch(const Executor& exec, const Parallel2dView& sys, int frames)
+{
+    return static_cast<float2*>(
+        scratch(exec, ScratchSlot::measurement, parallel2d_pair_bytes(sys, frames), false));
+}
+
+/// y = A x (or A x − sub, a frame at a time, sums in double) for `batch`
+/// frames: per chunk of frames the pair images (into `pairs`, room for
+/// min(batch, 4) frames, or 1 with sub), then the rays.
+void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch, const float* x,
+                      float* y, const float* sub, float2* pairs)
+{
+    const index_t m = rows_of(sys);
+    const index_t n = cols_of(sys);
+    if (m == 0) return;
+    const cudaStream_t stream = stream_of(exec);
+    const unsigned ray_blocks = blocks_for(m, 32, 1LL << 31);
+    auto make_pairs = [&](const float* xb, int frames) {
+        if (n == 0) return;
+        const dim3 grid{static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
+                        static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
+                        static_cast<unsigned>(frames)};
+        p2::parallel2d_pairs_kernel<<<grid, dim3{32, 8}, 0, stream>>>(sys, xb, pairs);
+        RECON_CUDA_CHECK_LAUNCH();
+    };
+    if (sub != nullptr) {
+        for (int b = 0; b < batch; ++b) {
+            const size_type mb = static_cast<size_type>(b) * m;
+            make_pairs(x + static_cast<size_type>(b) * n, 1);
+            p2::parallel2d_rays_kernel<1, double><<<ray_blocks, 32 * p2::ray_segments, 0, stream>>>(
+                sys, pairs, sub + mb, y + mb);
+            RECON_CUDA_CHECK_LAUNCH();
+        }
+        return;
+    }
+    for_frame_chunks(batch, [&](auto bt, int first) {
+        constexpr int BT = decltype(bt)::value;
+        make_pairs(x + static_cast<size_type>(first) * n, BT);
+        p2::parallel2d_rays_kernel<BT, float><<<ray_blocks, 32 * p2::ray_segments, 0, stream>>>(
+            sys, pairs, nullptr, y + static_cast<size_type>(first) * m);
+        RECON_CUDA_CHECK_LAUNCH();
+    });
+}
+
 /// y = A x, or y = A x − sub (row sums in double) when sub is not null.
 template <class System>
 void apply_rows(const Executor& exec, const System& sys, int batch, const float* x, float* y,
@@ -59,24 +116,8 @@ void apply_rows(const Executor& exec, const System& sys, int batch, const float*
     const index_t n = cols_of(sys);
     if (m == 0) return;
     if constexpr (std::is_same_v<System, Parallel2dView>) {
-        // One warp per ray.
-        const dim3 grid{blocks_for(static_cast<long long>(m) * 32, row_threads)};
-        if (sub != nullptr) {
-            for (int b = 0; b < batch; ++b) {
-                const size_type mb = static_cast<size_type>(b) * m;
-                parallel2d_apply_kernel<1, double><<<grid, row_threads, 0, stream_of(exec)>>>(
-                    sys, x + static_cast<size_type>(b) * n, sub + mb, y + mb);
-                RECON_CUDA_CHECK_LAUNCH();
-            }
-            return;
-        }
-        for_frame_chunks(batch, [&](auto bt, int first) {
-            constexpr int BT = decltype(bt)::value;
-            parallel2d_apply_kernel<BT, float><<<grid, row_threads, 0, stream_of(exec)>>>(
-                sys, x + static_cast<size_type>(first) * n, nullptr,
-                y + static_cast<size_type>(first) * m);
-            RECON_CUDA_CHECK_LAUNCH();
-        });
+        const int frames = sub != nullptr ? 1 : std::min(batch, 4);
+        parallel2d_apply(exec, sys, batch, x, y, sub, parallel2d_pair_scratch(exec, sys, frames));
     } else {
         const dim3 grid{blocks_for(m, row_threads)};
         if (sub != nullptr) {
@@ -147,11 +188,12 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
 {
     const index_t m = rows_of(sys);
     const index_t n = cols_of(sys);
+    if (n == 0) return;
+    const dim3 grid{static_cast<unsigned>((sys.nx + p2::adjoint_tile - 1) / p2::adjoint_tile),
+                    static_cast<unsigned>((sys.ny + p2::adjoint_tile - 1) / p2::adjoint_tile)};
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
-        // 32 pixels per block of 8 warps.
-        parallel2d_adjoint_kernel<BT><<<blocks_for(n, 32), 32 * adjoint_groups, 0,
-                                        stream_of(exec)>>>(
+        p2::parallel2d_adjoint_kernel<BT><<<grid, 64 * p2::adjoint_groups, 0, stream_of(exec)>>>(
             sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n);
         RECON_CUDA_CHECK_LAUNCH();
     });
@@ -180,13 +222,18 @@ void normal(const Executor& exec, const SystemView& system, int batch, const flo
             using System = std::decay_t<decltype(sys)>;
             if constexpr (std::is_same_v<System, Parallel2dView>) {
                 // Rays then pixels: q = A d (kept in scratch when not asked
-                // for), u = Aᵀ q gathered per pixel. Two passes, no atomics.
-                const size_type mq = static_cast<size_type>(rows_of(sys)) * batch;
-                float* qq = q != nullptr ? q
-                                         : static_cast<float*>(scratch(
-                                               exec, ScratchSlot::measurement,
-                                               static_cast<std::size_t>(mq) * sizeof(float), false));
-                apply_rows(exec, sys, batch, d, qq);
+                // for, next to the pair images of d), u = Aᵀ q gathered per
+                // pixel. No atomics.
+                const std::size_t q_bytes =
+                    q != nullptr ? 0
+                                 : (static_cast<std::size_t>(rows_of(sys)) * batch * sizeof(float) +
+                                    255) / 256 * 256;
+                auto* base = static_cast<unsigned char*>(
+                    scratch(exec, ScratchSlot::measurement,
+                            q_bytes + parallel2d_pair_bytes(sys, std::min(batch, 4)), false));
+                float* qq = q != nullptr ? q : reinterpret_cast<float*>(base);
+                parallel2d_apply(exec, sys, batch, d, qq, nullptr,
+                                 reinterpret_cast<float2*>(base + q_bytes));
                 parallel2d_adjoint(exec, sys, batch, qq, u);
             } else {
                 scatter_rows<true>(exec, sys, batch, d, u, q, how);

@@ -1,8 +1,8 @@
 #pragma once
 // Kernels over the rows of A for every system model: A x (one thread per
 // row, gathers), Aᵀ y and the fused Aᵀ(A d) (one thread per row, scatters
-// into global atomics or into a per-block shared-memory image), and the
-// pixel-driven, exactly matched Aᵀ y of the parallel-beam model. BT frames
+// into global atomics or into a per-block shared-memory image). The
+// parallel-beam model's own kernels are in parallel2d_kernels.cuh. BT frames
 // share each pass over a row; BT is a compile-time constant so that the
 // per-frame sums live in registers.
 
@@ -138,73 +138,6 @@ __global__ void apply_rows_shared_x_kernel(System sys, index_t m, index_t n,
     }
 }
 
-/// A x for parallel2d, one warp per ray: the lanes take every 32nd step
-/// along the major axis (the same weights as rows.hpp's generator) and the
-/// warp sums them, so the steps' loads are in flight together. With `sub`,
-/// r = A x − b with the sum kept in Acc.
-template <int BT, class Acc>
-__global__ void parallel2d_apply_kernel(Parallel2dView v, const float* __restrict__ x,
-                                        const float* __restrict__ sub, float* __restrict__ y)
-{
-    const int lane = threadIdx.x % 32;
-    const index_t m = v.views * v.bins;
-    const index_t n = v.nx * v.ny;
-    const index_t warps = gridDim.x * (blockDim.x / 32);
-    for (index_t row = (blockIdx.x * blockDim.x + threadIdx.x) / 32; row < m; row += warps) {
-        const index_t view = row / v.bins;
-        const index_t bin = row - view * v.bins;
-        const float c = v.cos_angle[view];
-        const float s = v.sin_angle[view];
-        const float t =
-            static_cast<float>(bin) - 0.5f * static_cast<float>(v.bins - 1) - v.center_offset;
-        const float cx = 0.5f * static_cast<float>(v.nx - 1);
-        const float cy = 0.5f * static_cast<float>(v.ny - 1);
-        const bool step_y = fabsf(c) >= fabsf(s);
-        const index_t n_major = step_y ? v.ny : v.nx;
-        const index_t n_minor = step_y ? v.nx : v.ny;
-        const float inv = 1.0f / (step_y ? c : s);
-        const float scale = fabsf(inv);
-        const float slope = -(step_y ? s : c) * inv;
-        const float base = t * inv - slope * (step_y ? cy : cx) + (step_y ? cx : cy);
-        Acc acc[BT];
-#pragma unroll
-        for (int b = 0; b < BT; ++b) acc[b] = Acc{0};
-        for (index_t k = lane; k < n_major; k += 32) {
-            const float p = base + slope * static_cast<float>(k);
-            if (!(p > -1.0f && p < static_cast<float>(n_minor))) continue;
-            const float pf = floorf(p);
-            const index_t i0 = static_cast<index_t>(pf);
-            const float w1 = p - pf;
-            const float w0 = 1.0f - w1;
-            if (i0 >= 0 && w0 != 0.0f) {
-                const index_t col = step_y ? k * v.nx + i0 : i0 * v.nx + k;
-#pragma unroll
-                for (int b = 0; b < BT; ++b) {
-                    acc[b] += static_cast<Acc>(w0 * scale) * __ldg(x + static_cast<size_type>(b) * n + col);
-                }
-            }
-            if (i0 + 1 < n_minor && w1 != 0.0f) {
-                const index_t col = step_y ? k * v.nx + i0 + 1 : (i0 + 1) * v.nx + k;
-#pragma unroll
-                for (int b = 0; b < BT; ++b) {
-                    acc[b] += static_cast<Acc>(w1 * scale) * __ldg(x + static_cast<size_type>(b) * n + col);
-                }
-            }
-        }
-#pragma unroll
-        for (int b = 0; b < BT; ++b) {
-            for (int o = 16; o > 0; o /= 2) acc[b] += __shfl_down_sync(0xffffffffu, acc[b], o);
-        }
-        if (lane == 0) {
-#pragma unroll
-            for (int b = 0; b < BT; ++b) {
-                const size_type k = static_cast<size_type>(b) * m + row;
-                y[k] = static_cast<float>(sub != nullptr ? acc[b] - __ldg(sub + k) : acc[b]);
-            }
-        }
-    }
-}
-
 // --- Aᵀ y and Aᵀ(A d) by rows -----------------------------------------------------
 
 /// The coefficient each row scatters: y_i (Aᵀ y), or q_i = (A d)_i formed
@@ -276,128 +209,6 @@ __global__ void __launch_bounds__(1024) scatter_rows_shared_kernel(System sys, i
         const index_t j = j0 + start < total ? j0 + start : j0 + start - total;
         const float v = acc[j];
         if (v != 0.0f) atomicAdd(out + j, v);
-    }
-}
-
-// --- Aᵀ y for parallel2d, pixel-driven ------------------------------------------
-
-/// Joseph's ray for (view, bin) as rows.hpp generates it: the minor-axis
-/// crossing at major index k is p = base + slope * k.
-struct JosephRay {
-    bool step_y;
-    float inv, scale, slope, c_major, c_minor;
-};
-
-__device__ __forceinline__ JosephRay joseph_view(const Parallel2dView& v, index_t view)
-{
-    JosephRay r;
-    const float c = v.cos_angle[view];
-    const float s = v.sin_angle[view];
-    r.step_y = fabsf(c) >= fabsf(s);
-    r.inv = 1.0f / (r.step_y ? c : s);
-    r.scale = fabsf(r.inv);
-    r.slope = -(r.step_y ? s : c) * r.inv;
-    const float cx = 0.5f * static_cast<float>(v.nx - 1);
-    const float cy = 0.5f * static_cast<float>(v.ny - 1);
-    r.c_major = r.step_y ? cy : cx;
-    r.c_minor = r.step_y ? cx : cy;
-    return r;
-}
-
-/// Per-view constants of the pixel-driven adjoint, kept in shared memory.
-struct ViewConstants {
-    float inv, scale, slope, offset;  // offset = c_minor − slope · c_major
-    float cos_or_sin;                 // 1 / inv
-    int step_y;
-};
-
-constexpr int adjoint_view_chunk = 256;
-
-constexpr int adjoint_groups = 8;  // view groups per block: blockDim = 32 x 8
-
-/// x[b][pixel] = Σ_rows A_row,pixel y[b][row], gathering for each pixel the
-/// few bins per view whose ray touches it, with the weights the row
-/// generator gives (so this is the adjoint of A x, without atomics). A block
-/// takes 32 neighbouring pixels (one per lane: their bins are neighbours
-/// too); its 8 warps split the views and their sums meet in shared memory.
-template <int BT>
-__global__ void __launch_bounds__(256) parallel2d_adjoint_kernel(Parallel2dView v,
-                                                                 const float* __restrict__ y,
-                                                                 float* __restrict__ x)
-{
-    __shared__ ViewConstants table[adjoint_view_chunk];
-    __shared__ float partial[adjoint_groups][BT][32];
-    const int lane = threadIdx.x % 32;
-    const int group = threadIdx.x / 32;
-    const index_t n = v.nx * v.ny;
-    const index_t m = v.views * v.bins;
-    const float half = 0.5f * static_cast<float>(v.bins - 1);
-    // Block-uniform trip count: the barriers below need every thread.
-    for (index_t first = blockIdx.x * 32; first < n; first += gridDim.x * 32) {
-        const index_t pixel = first + lane;
-        const bool valid = pixel < n;
-        const index_t iy = valid ? pixel / v.nx : 0;
-        const index_t ix = valid ? pixel - iy * v.nx : 0;
-        float acc[BT];
-#pragma unroll
-        for (int b = 0; b < BT; ++b) acc[b] = 0.0f;
-        for (index_t chunk = 0; chunk < v.views; chunk += adjoint_view_chunk) {
-            const index_t count = min(adjoint_view_chunk, v.views - chunk);
-            __syncthreads();
-            for (index_t t = threadIdx.x; t < count; t += blockDim.x) {
-                const JosephRay r = joseph_view(v, chunk + t);
-                table[t] = {r.inv, r.scale, r.slope, r.c_minor - r.slope * r.c_major,
-                            r.step_y ? v.cos_angle[chunk + t] : v.sin_angle[chunk + t],
-                            r.step_y ? 1 : 0};
-            }
-            __syncthreads();
-            if (!valid) continue;
-            for (index_t t = group; t < count; t += adjoint_groups) {
-                const ViewConstants c = table[t];
-                const index_t k = c.step_y ? iy : ix;
-                const index_t j = c.step_y ? ix : iy;
-                const index_t n_minor = c.step_y ? v.nx : v.ny;
-                const float kf = static_cast<float>(k);
-                // p(bin) ≈ inv · bin + p0; the pixel is touched for p in [j−1, j+1).
-                const float p0 = (-half - v.center_offset) * c.inv + c.offset + c.slope * kf;
-                const float lo_f = (static_cast<float>(j - 1) - p0) * c.cos_or_sin;
-                const float hi_f = (static_cast<float>(j + 1) - p0) * c.cos_or_sin;
-                const index_t lo = max(0, static_cast<index_t>(floorf(fminf(lo_f, hi_f))));
-                const index_t hi = min(v.bins - 1, static_cast<index_t>(ceilf(fmaxf(lo_f, hi_f))));
-                const index_t row0 = (chunk + t) * v.bins;
-                for (index_t bin = lo; bin <= hi; ++bin) {
-                    const float tb = static_cast<float>(bin) - half - v.center_offset;
-                    const float p = tb * c.inv + c.offset + c.slope * kf;
-                    if (!(p > -1.0f && p < static_cast<float>(n_minor))) continue;
-                    const float pf = floorf(p);
-                    const index_t i0 = static_cast<index_t>(pf);
-                    const float frac = p - pf;
-                    float w;
-                    if (i0 == j) {
-                        w = (1.0f - frac) * c.scale;
-                    } else if (i0 + 1 == j) {
-                        w = frac * c.scale;
-                    } else {
-                        continue;
-                    }
-#pragma unroll
-                    for (int b = 0; b < BT; ++b) {
-                        acc[b] += w * __ldg(y + static_cast<size_type>(b) * m + row0 + bin);
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int b = 0; b < BT; ++b) partial[group][b][lane] = acc[b];
-        __syncthreads();
-        if (group == 0 && valid) {
-#pragma unroll
-            for (int b = 0; b < BT; ++b) {
-                float sum = 0.0f;
-                for (int g = 0; g < adjoint_groups; ++g) sum += partial[g][b][lane];
-                x[static_cast<size_type>(b) * n + pixel] = sum;
-            }
-        }
     }
 }
 

@@ -19,6 +19,8 @@
 namespace recon {
 namespace {
 
+using test::expect_close;
+
 using kernels::Array;
 using kernels::SolveStatus;
 using kernels::Executor;
@@ -101,16 +103,6 @@ struct PrimitiveCase {
 };
 
 class SystemPrimitives : public ::testing::TestWithParam<PrimitiveCase> {};
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                  const std::string& what)
-{
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(got[i])) << what << ": element " << i << " not written";
-    }
-    EXPECT_LE(test::rel_error(got, want), tol) << what;
-}
 
 TEST_P(SystemPrimitives, MatchTheCpuReference)
 {

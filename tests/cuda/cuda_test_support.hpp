@@ -4,11 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/executor.hpp"
 #include "kernels/memory.hpp"
+#include "kernels/primitives.hpp"
+#include "recon/cgnr.hpp"
 #include "test_utils.hpp"
 
 namespace recon::test {
@@ -41,6 +46,35 @@ template <class T>
 kernels::View<const T> cview(const kernels::Array<T>& a)
 {
     return {a.data(), a.size()};
+}
+
+/// Every element written (finite) and within `tol` relative of `want`.
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                         const std::string& what)
+{
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i])) << what << ": element " << i << " not written";
+    }
+    EXPECT_LE(rel_error(got, want), tol) << what;
+}
+
+/// Writes b into the solver's input and zeros into its image, solves, and
+/// returns the images and the per-frame results.
+inline std::pair<std::vector<float>, std::vector<FrameResult>> solve_frames(
+    CgnrSolver& solver, const std::vector<float>& b)
+{
+    const kernels::Executor& exec = solver.executor();
+    kernels::copy(exec, solver.input(), kernels::Executor::cpu(),
+                  kernels::View<const float>{b.data(), static_cast<kernels::size_type>(b.size())});
+    kernels::fill(exec, solver.image(), 0.0f);
+    solver.solve();
+    std::vector<float> x(static_cast<std::size_t>(solver.image().size));
+    kernels::copy(kernels::Executor::cpu(),
+                  kernels::View<float>{x.data(), static_cast<kernels::size_type>(x.size())}, exec,
+                  kernels::View<const float>{solver.image().data, solver.image().size});
+    exec.synchronize();
+    return {x, solver.results()};
 }
 
 }  // namespace recon::test

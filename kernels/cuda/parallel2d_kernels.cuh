@@ -1,0 +1,529 @@
+#pragma once
+// Parallel-beam (Joseph's method) products on the GPU, rows generated on the
+// fly: A x ray-driven, Aᵀ y pixel-driven (a gather, no atomics). Both use the
+// weights of rows.hpp's generator, computed with the same float operations
+// (products and sums rounded one by one, as the host code does; nvcc would
+// otherwise fuse them into FMAs), so A and Aᵀ stay matched and agree with
+// the CPU backend up to the order of the sums.
+//
+// Notation (rows.hpp): a view steps along its `major` image axis (y when
+// |cos| >= |sin|, else x); at major index k the ray of bin b crosses the
+// minor axis at p = base_b + slope * k and gives the pixels floor(p) and
+// floor(p) + 1 the weights (1 − frac) and frac, times scale = |1 / cos| (or
+// |1 / sin|). Bins are |1 / cos| >= 1 apart in p, so for one (pixel, view)
+// only the two bins whose crossings straddle the pixel can have a weight.
+//
+// Why these kernels look the way they do (ct_256: 256 x 256 pixels, 180
+// views x 256 bins, H200 with 132 SMs; reasoning, to be checked against
+// `recon bench`):
+//
+// A x, two kernels:
+//  1. parallel2d_pairs_kernel writes two zero-padded "pair images" of x:
+//     rows[k][i + 2] = (x[k][i], x[k][i + 1]) and the same for columns
+//     (the transposed image). One 32 x 32 tile per block, transposed through
+//     shared memory. ~0.5 MB in and 1 MB out per frame, from and to L2.
+//  2. parallel2d_rays_kernel: one thread per ray, the 32 lanes of a warp on
+//     32 neighbouring bins of one view. At a step k those lanes read 32
+//     neighbouring entries of one row of the pair image that runs along the
+//     view's minor axis (the transposed one for views that step along x):
+//     one 8-byte load per step for both pixels, ~3 L1 wavefronts per warp
+//     and step, where one thread (or one warp) per ray reading x directly
+//     touches 32 cache lines per load for half of the views (the previous
+//     kernel: 44 µs, L1-wavefront bound). The zero padding lets every step
+//     run without bounds tests; the k range of each ray is clipped to the
+//     image once per ray. Each ray is split into 4 segments (4 warps per
+//     block) so that ~44 warps per SM hide the L1 latency; no integer
+//     division and no float-to-int conversion in the loop (floor by the
+//     1.5 * 2^23 trick: conversions issue at 1/8 of the FP32 rate).
+//     ~16 instructions per (ray, step): ~9M steps -> ~4.5M warp
+//     instructions over 528 schedulers -> ~4-5 µs, plus ~1-2 µs for the pair
+//     images and one more launch.
+//
+// Aᵀ y, one kernel (parallel2d_adjoint_kernel): a block owns a 16 x 16
+// pixel tile, 4 warp pairs split the views (summed in shared memory at the
+// end), each thread 2 x 2 pixels. Per chunk of views the block stages, for
+// the ≤ 32 bins per view whose rays can touch the tile, (y · scale, base)
+// in shared memory. Per (pixel, view) a thread computes the approximate bin
+// position of the pixel (two FMAs, shared by the two pixels of a row), takes
+// the two straddling bins by the same 1.5 * 2^23 trick (their table index
+// straight from the float's bits), and evaluates both with the exact
+// forward formula: max(0, 1 − |p − j|) is the forward weight of pixel j.
+// ~13 instructions and 2 shared loads per (pixel, view), plus per-view
+// work shared by 4 pixels: 11.8M (pixel, view) pairs -> ~6.5M warp
+// instructions -> ~6-7 µs (the previous kernel tested 3-4 candidate bins
+// per (pixel, view) with a branch each: 138 µs).
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "kernels/rows.hpp"
+#include "launch.cuh"
+
+namespace recon::kernels::cuda::p2 {
+
+// --- float operations that must not be fused ------------------------------------
+
+RECON_HD float mul_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+RECON_HD float add_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+RECON_HD float sub_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
+RECON_HD float fma_rn(float a, float b, float c)
+{
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+
+RECON_HD int float_bits(float f)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_int(f);
+#else
+    int i;
+    std::memcpy(&i, &f, sizeof i);
+    return i;
+#endif
+}
+
+/// 1.5 * 2^23: for |v| < 2^22, v + magic is v rounded to an integer (ties to
+/// even), and its bits minus magic's bits are that integer. Cheaper than
+/// floorf + a conversion, which issue at 1/8 of the FP32 rate.
+constexpr float magic = 12582912.0f;
+
+// --- the generator's quantities, with rows.hpp's operations -----------------------
+
+/// Per-view constants of rows.hpp's for_each_entry(Parallel2dView).
+struct ViewGeometry {
+    bool step_y;
+    index_t n_major, n_minor;
+    float inv, scale, slope, c_minor, slope_c_major;
+};
+
+RECON_HD ViewGeometry view_geometry(const Parallel2dView& v, index_t view)
+{
+    ViewGeometry g;
+    const float c = v.cos_angle[view];
+    const float s = v.sin_angle[view];
+    g.step_y = fabsf(c) >= fabsf(s);
+    g.n_major = g.step_y ? v.ny : v.nx;
+    g.n_minor = g.step_y ? v.nx : v.ny;
+    g.inv = 1.0f / (g.step_y ? c : s);
+    g.scale = fabsf(g.inv);
+    g.slope = mul_rn(-(g.step_y ? s : c), g.inv);
+    const float cx = 0.5f * static_cast<float>(v.nx - 1);
+    const float cy = 0.5f * static_cast<float>(v.ny - 1);
+    g.c_minor = g.step_y ? cx : cy;
+    g.slope_c_major = mul_rn(g.slope, g.step_y ? cy : cx);
+    return g;
+}
+
+/// The crossing at major index 0 of the ray of `bin`: rows.hpp's
+/// t * inv − slope * c_major + c_minor, t = bin − (bins − 1)/2 − center_offset.
+RECON_HD float ray_base(const Parallel2dView& v, float inv, float slope_c_major, float c_minor,
+                        index_t bin)
+{
+    const float t = sub_rn(sub_rn(static_cast<float>(bin), 0.5f * static_cast<float>(v.bins - 1)),
+                           v.center_offset);
+    return add_rn(sub_rn(mul_rn(t, inv), slope_c_major), c_minor);
+}
+
+/// rows.hpp's p = base + slope * k.
+RECON_HD float crossing(float base, float slope, float kf)
+{
+    return add_rn(base, mul_rn(slope, kf));
+}
+
+/// The forward weight of minor pixel j for a crossing at p: 1 − |p − j| for
+/// j = floor(p) (bit for bit 1 − frac) and for j = floor(p) + 1 (frac; bit
+/// for bit when p >= 1, else within one rounding), 0 for any other j.
+RECON_HD float pixel_weight(float p, float jf)
+{
+    return fmaxf(0.0f, sub_rn(1.0f, fabsf(sub_rn(p, jf))));
+}
+
+// --- A x ---------------------------------------------------------------------------
+
+/// Floats of one frame's pair images: rows ny x (nx + 3), then columns
+/// nx x (ny + 3), float2 each. Entry i + 2 of a line holds the pixels i and
+/// i + 1 of that line (zero outside the image), for i in [−2, n_minor].
+RECON_HD size_type pair_frame_size(const Parallel2dView& v)
+{
+    return static_cast<size_type>(v.ny) * (v.nx + 3) + static_cast<size_type>(v.nx) * (v.ny + 3);
+}
+
+/// The major steps [begin, end) of a ray whose crossings can give a pixel a
+/// weight: every k with p in (−1, n_minor) is inside, and every k inside has
+/// p in (−2, n_minor + 1), so the pair entry floor(p) + 2 exists.
+struct RaySpan {
+    index_t begin = 0, end = 0;
+};
+
+RECON_HD RaySpan ray_span(float base, float slope, index_t n_major, index_t n_minor)
+{
+    RaySpan span;
+    if (!(isfinite(base) && isfinite(slope))) return span;  // rows.hpp: no entries
+    const float minor = static_cast<float>(n_minor);
+    if (fabsf(slope) * static_cast<float>(n_major) < 0.25f) {
+        // p moves by less than 0.25 along the ray: all steps or none.
+        if (base > -1.25f && base < minor + 0.25f) span.end = n_major;
+        return span;
+    }
+    // Margins of 0.5 in p; the float errors here are ~1e-4 at most.
+    const float ka = (-1.5f - base) / slope;
+    const float kb = (minor + 0.5f - base) / slope;
+    const float last = static_cast<float>(n_major);
+    span.begin = static_cast<index_t>(fminf(fmaxf(ceilf(fminf(ka, kb)), 0.0f), last));
+    span.end = static_cast<index_t>(fminf(fmaxf(floorf(fmaxf(ka, kb)) + 1.0f, 0.0f), last));
+    if (span.end < span.begin) span.end = span.begin;
+    return span;
+}
+
+constexpr int pair_tile = 32;
+
+/// The pair images of `frames` frames (blockIdx.z) of x; a block transposes
+/// one 32 x 32 tile through shared memory (with a one-pixel halo).
+__global__ void __launch_bounds__(256) parallel2d_pairs_kernel(Parallel2dView v,
+                                                               const float* __restrict__ x,
+                                                               float2* __restrict__ pairs)
+{
+    __shared__ float tile[pair_tile + 1][pair_tile + 1];  // odd row stride: no bank conflicts
+    const index_t nx = v.nx, ny = v.ny;
+    const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
+    const float* xf = x + static_cast<size_type>(blockIdx.z) * nx * ny;
+    float2* rows = pairs + static_cast<size_type>(blockIdx.z) * pair_frame_size(v);
+    float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    for (int e = ty * 32 + tx; e < (pair_tile + 1) * (pair_tile + 1); e += 256) {
+        const int r = e / (pair_tile + 1), c = e - r * (pair_tile + 1);
+        const index_t gy = y0 + r, gx = x0 + c;
+        tile[r][c] = gy < ny && gx < nx ? xf[static_cast<size_type>(gy) * nx + gx] : 0.0f;
+    }
+    __syncthreads();
+    const index_t row_width = nx + 3, col_width = ny + 3;
+    const float2 zero = make_float2(0.0f, 0.0f);
+    // Rows: lanes along x.
+    for (int r = ty; r < pair_tile; r += 8) {
+        const index_t gy = y0 + r, gx = x0 + tx;
+        if (gy >= ny) break;
+        float2* line = rows + static_cast<size_type>(gy) * row_width;
+        if (gx < nx) line[gx + 2] = make_float2(tile[r][tx], tile[r][tx + 1]);
+        if (gx == nx - 1) line[nx + 2] = zero;
+        if (x0 == 0 && tx == 0) {
+            line[0] = zero;
+            line[1] = make_float2(0.0f, tile[r][0]);
+        }
+    }
+    // Columns: lanes along y (consecutive addresses of the transposed line).
+    for (int c = ty; c < pair_tile; c += 8) {
+        const index_t gx = x0 + c, gy = y0 + tx;
+        if (gx >= nx) break;
+        float2* line = cols + static_cast<size_type>(gx) * col_width;
+        if (gy < ny) line[gy + 2] = make_float2(tile[tx][c], tile[tx + 1][c]);
+        if (gy == ny - 1) line[ny + 2] = zero;
+        if (y0 == 0 && tx == 0) {
+            line[0] = zero;
+            line[1] = make_float2(0.0f, tile[0][c]);
+        }
+    }
+}
+
+constexpr int ray_segments = 4;  // warps per block; each takes a quarter of every ray
+
+/// y[b][ray] = Σ_k weights · x[b] for BT frames, from their pair images
+/// (`pairs`, frame stride pair_frame_size). A block takes 32 consecutive rays
+/// (lanes) and splits each ray's steps over its 4 warps. With `sub`:
+/// r = A x − sub, sums kept in Acc.
+template <int BT, class Acc>
+__global__ void __launch_bounds__(32 * ray_segments)
+    parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
+                           const float* __restrict__ sub, float* __restrict__ y)
+{
+    __shared__ Acc partial[ray_segments][BT][32];
+    const int lane = threadIdx.x % 32;
+    const int segment = threadIdx.x / 32;
+    const index_t m = v.views * v.bins;
+    const index_t row = static_cast<index_t>(blockIdx.x) * 32 + lane;
+    Acc acc[BT];
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[b] = Acc{0};
+    if (row < m) {
+        const index_t view = row / v.bins;
+        const index_t bin = row - view * v.bins;
+        const ViewGeometry g = view_geometry(v, view);
+        const float base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
+        const RaySpan span = ray_span(base, g.slope, g.n_major, g.n_minor);
+        const index_t per = (span.end - span.begin + ray_segments - 1) / ray_segments;
+        const index_t k0 = span.begin + segment * per;
+        const index_t k1 = min(k0 + per, span.end);
+        const index_t stride = g.n_minor + 3;
+        const size_type frame = pair_frame_size(v);
+        const float2* image[BT];
+#pragma unroll
+        for (int b = 0; b < BT; ++b) {
+            image[b] = pairs + static_cast<size_type>(b) * frame +
+                       (g.step_y ? 0 : static_cast<size_type>(v.ny) * (v.nx + 3));
+        }
+        // Entry floor(p) + 2 of line k: k * stride + 2 + (bits(m) − bits(magic)).
+        index_t offset = k0 * stride + 2 - float_bits(magic);
+        float kf = static_cast<float>(k0);
+#pragma unroll 4
+        for (index_t k = k0; k < k1; ++k) {
+            const float p = crossing(base, g.slope, kf);
+            const float mp = add_rn(add_rn(p, -0.5f), magic);  // floor(p), or p − 1 at integers
+            const float w1 = sub_rn(p, sub_rn(mp, magic));    // frac (1 when p is an integer)
+            const float w0 = sub_rn(1.0f, w1);
+            const index_t e = offset + float_bits(mp);
+#pragma unroll
+            for (int b = 0; b < BT; ++b) {
+                const float2 xx = __ldg(image[b] + e);
+                acc[b] += static_cast<Acc>(w0) * static_cast<Acc>(xx.x);
+                acc[b] += static_cast<Acc>(w1) * static_cast<Acc>(xx.y);
+            }
+            kf += 1.0f;
+            offset += stride;
+        }
+#pragma unroll
+        for (int b = 0; b < BT; ++b) acc[b] *= static_cast<Acc>(g.scale);
+    }
+#pragma unroll
+    for (int b = 0; b < BT; ++b) partial[segment][b][lane] = acc[b];
+    __syncthreads();
+    if (segment == 0 && row < m) {
+#pragma unroll
+        for (int b = 0; b < BT; ++b) {
+            Acc sum = partial[0][b][lane];
+            for (int s = 1; s < ray_segments; ++s) sum += partial[s][b][lane];
+            const size_type k = static_cast<size_type>(b) * m + row;
+            y[k] = static_cast<float>(sub != nullptr ? sum - static_cast<Acc>(__ldg(sub + k)) : sum);
+        }
+    }
+}
+
+// --- Aᵀ y --------------------------------------------------------------------------
+
+constexpr int adjoint_tile = 16;    // pixels per tile side
+constexpr int adjoint_groups = 4;   // view groups per block (64 threads each)
+constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 needed)
+
+template <int BT>
+constexpr int adjoint_chunk = BT == 1 ? 64 : 32;  // views staged at once
+
+/// One staged bin: y · scale for BT frames and the ray's base crossing.
+template <int BT>
+struct alignas(BT == 1 ? 8 : 16) AdjointEntry {
+    float y[BT];
+    float base;
+};
+
+/// Per-view constants of the adjoint for one tile. The first eight words
+/// are read per (thread, view); the rest only while staging.
+struct alignas(16) AdjointView {
+    float slope, cv, ku, u0;  // u(k, j) = j * cv + (k * ku + u0) ≈ (bin where p = j) − 1/2
+    int kbias;                // table index = bits(u + magic) − kbias
+    int step_y, valid, first_bin;
+    float inv, slope_c_major, c_minor, scale;
+};
+
+/// The straddling bin pair of (k, j) is r, r + 1 with r = the value of
+/// bits(candidate_sum(...)) − bits(magic); the same operations for the
+/// tile's corners and for each pixel, so each pixel's r lies between the
+/// corners' (every step is monotone in k and j).
+RECON_HD float candidate_sum(float slope_u, float cv, float u0, float kf, float jf)
+{
+    return add_rn(fma_rn(jf, cv, fma_rn(kf, slope_u, u0)), magic);
+}
+
+/// The view's constants for the tile with corner (tx0, ty0).
+RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t tx0, index_t ty0)
+{
+    const ViewGeometry g = view_geometry(v, view);
+    AdjointView a;
+    a.slope = g.slope;
+    a.cv = 1.0f / g.inv;
+    a.ku = -g.slope * a.cv;
+    a.u0 = (g.slope_c_major - g.c_minor) * a.cv + 0.5f * static_cast<float>(v.bins - 1) +
+           v.center_offset - 0.5f;
+    a.step_y = g.step_y ? 1 : 0;
+    a.inv = g.inv;
+    a.slope_c_major = g.slope_c_major;
+    a.c_minor = g.c_minor;
+    a.scale = g.scale;
+    const float k_lo = static_cast<float>(g.step_y ? ty0 : tx0);
+    const float j_lo = static_cast<float>(g.step_y ? tx0 : ty0);
+    const float last = static_cast<float>(adjoint_tile - 1);
+    int r_min = 0, r_max = 0;
+    bool finite = isfinite(a.cv) && isfinite(a.ku) && isfinite(a.u0) && isfinite(g.slope) &&
+                  isfinite(g.inv) && isfinite(g.slope_c_major);
+    for (int corner = 0; corner < 4; ++corner) {
+        const float kf = k_lo + ((corner & 1) != 0 ? last : 0.0f);
+        const float jf = j_lo + ((corner & 2) != 0 ? last : 0.0f);
+        const float sum = candidate_sum(a.ku, a.cv, a.u0, kf, jf);
+        // The trick needs |u| < 2^22: bins far beyond any detector.
+        finite = finite && fabsf(sum - magic) < 4194304.0f;
+        const int r = float_bits(sum) - float_bits(magic);
+        r_min = corner == 0 ? r : (r < r_min ? r : r_min);
+        r_max = corner == 0 ? r : (r > r_max ? r : r_max);
+    }
+    a.valid = finite && r_max - r_min <= adjoint_window - 2 ? 1 : 0;
+    a.first_bin = a.valid != 0 ? r_min : 0;
+    a.kbias = float_bits(magic) + a.first_bin;
+    return a;
+}
+
+/// Adds one view's weights times the staged y to the thread's 2 x 2 pixels
+/// (acc[kk][jj]: major offset kk, minor offset jj).
+template <int BT, bool StepY>
+__device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
+                                                  const AdjointEntry<BT>* table, float fx0,
+                                                  float fy0, float (&acc)[2][2][BT])
+{
+    const float k0 = StepY ? fy0 : fx0;
+    const float j0 = StepY ? fx0 : fy0;
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+        const float kf = k0 + static_cast<float>(kk);
+        const float sk = mul_rn(a.slope, kf);
+        const float uk = fma_rn(kf, a.ku, a.u0);
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+            const float jf = j0 + static_cast<float>(jj);
+            const float sum = add_rn(fma_rn(jf, a.cv, uk), magic);
+            const AdjointEntry<BT>* e = table + (float_bits(sum) - a.kbias);
+            const AdjointEntry<BT> e0 = e[0];
+            const AdjointEntry<BT> e1 = e[1];
+            const float w0 = pixel_weight(add_rn(e0.base, sk), jf);
+            const float w1 = pixel_weight(add_rn(e1.base, sk), jf);
+#pragma unroll
+            for (int b = 0; b < BT; ++b) {
+                acc[kk][jj][b] = fmaf(w0, e0.y[b], acc[kk][jj][b]);
+                acc[kk][jj][b] = fmaf(w1, e1.y[b], acc[kk][jj][b]);
+            }
+        }
+    }
+}
+
+/// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
+/// 16 x 16 pixels, 256 threads = 4 view groups x 64 threads x 2 x 2 pixels.
+template <int BT>
+__global__ void __launch_bounds__(256) parallel2d_adjoint_kernel(Parallel2dView v,
+                                                                 const float* __restrict__ y,
+                                                                 float* __restrict__ x)
+{
+    constexpr int chunk_views = adjoint_chunk<BT>;
+    constexpr int group_threads = 64;
+    __shared__ AdjointEntry<BT> table[chunk_views][adjoint_window];
+    __shared__ AdjointView views[chunk_views];
+    static_assert(sizeof(table) >= sizeof(float) * adjoint_groups * group_threads * 4 * BT,
+                  "the group sums reuse the table");
+    const int t = threadIdx.x;
+    const int group = t / group_threads;
+    const int local = t - group * group_threads;
+    const index_t tx0 = static_cast<index_t>(blockIdx.x) * adjoint_tile;
+    const index_t ty0 = static_cast<index_t>(blockIdx.y) * adjoint_tile;
+    const index_t ix0 = tx0 + (local % 8) * 2;
+    const index_t iy0 = ty0 + (local / 8) * 2;
+    const float fx0 = static_cast<float>(ix0), fy0 = static_cast<float>(iy0);
+    const index_t m = v.views * v.bins;
+    const index_t n = v.nx * v.ny;
+    // Views stepping along y put (major, minor) = (y, x), the others (x, y).
+    float acc_y[2][2][BT], acc_x[2][2][BT];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+            for (int b = 0; b < BT; ++b) acc_y[i][j][b] = acc_x[i][j][b] = 0.0f;
+        }
+    }
+    for (index_t chunk = 0; chunk < v.views; chunk += chunk_views) {
+        const int count = static_cast<int>(min(static_cast<index_t>(chunk_views), v.views - chunk));
+        __syncthreads();  // the previous chunk's table is no longer read
+        if (t < count) views[t] = adjoint_view(v, chunk + t, tx0, ty0);
+        __syncthreads();
+        for (int e = t; e < count * adjoint_window; e += blockDim.x) {
+            const int vl = e / adjoint_window;  // a shift
+            const int i = e - vl * adjoint_window;
+            const AdjointView& a = views[vl];
+            const index_t bin = a.first_bin + i;
+            AdjointEntry<BT> entry;
+            entry.base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
+            const bool inside = a.valid != 0 && bin >= 0 && bin < v.bins;
+            const size_type at = static_cast<size_type>(chunk + vl) * v.bins + (inside ? bin : 0);
+#pragma unroll
+            for (int b = 0; b < BT; ++b) {
+                entry.y[b] = inside ? __ldg(y + static_cast<size_type>(b) * m + at) * a.scale : 0.0f;
+            }
+            table[vl][i] = entry;
+        }
+        __syncthreads();
+        for (int vl = group; vl < count; vl += adjoint_groups) {
+            const AdjointView a = views[vl];
+            if (a.valid == 0) continue;
+            if (a.step_y != 0) {
+                adjoint_view_pass<BT, true>(a, table[vl], fx0, fy0, acc_y);
+            } else {
+                adjoint_view_pass<BT, false>(a, table[vl], fx0, fy0, acc_x);
+            }
+        }
+    }
+    // Sum the groups: pixel (ix0 + dx, iy0 + dy) is acc_y[dy][dx] + acc_x[dx][dy].
+    __syncthreads();
+    float* sums = reinterpret_cast<float*>(&table[0][0]);
+#pragma unroll
+    for (int dy = 0; dy < 2; ++dy) {
+#pragma unroll
+        for (int dx = 0; dx < 2; ++dx) {
+#pragma unroll
+            for (int b = 0; b < BT; ++b) {
+                sums[((group * 4 + dy * 2 + dx) * BT + b) * group_threads + local] =
+                    acc_y[dy][dx][b] + acc_x[dx][dy][b];
+            }
+        }
+    }
+    __syncthreads();
+    if (group != 0) return;
+#pragma unroll
+    for (int dy = 0; dy < 2; ++dy) {
+#pragma unroll
+        for (int dx = 0; dx < 2; ++dx) {
+            const index_t ix = ix0 + dx, iy = iy0 + dy;
+            if (ix >= v.nx || iy >= v.ny) continue;
+#pragma unroll
+            for (int b = 0; b < BT; ++b) {
+                float sum = 0.0f;
+                for (int gr = 0; gr < adjoint_groups; ++gr) {
+                    sum += sums[((gr * 4 + dy * 2 + dx) * BT + b) * group_threads + local];
+                }
+                x[static_cast<size_type>(b) * n + static_cast<size_type>(iy) * v.nx + ix] = sum;
+            }
+        }
+    }
+}
+
+}  // namespace recon::kernels::cuda::p2
