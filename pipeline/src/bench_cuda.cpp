@@ -11,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -145,6 +146,43 @@ void add_cusparse_cgls_rows(BenchTable& table, const std::string& section,
     }
 }
 
+/// The parallel-beam products of ct_256 on the fly, one kernel sequence per
+/// row (A x: pair images then rays; Aᵀ y: the pixel-driven gather; the
+/// fused Aᵀ(A d): both), on random inputs; 1 frame and 4 frames.
+void add_ct_operator_rows(BenchTable& table, const recon::Parallel2d& fly, const Executor& exec,
+                          const BenchConfig& config)
+{
+    const std::string device = kn::device_name(exec);
+    const int runs = std::max(50, config.repetitions);
+    const auto m = static_cast<std::size_t>(fly.rows());
+    const auto n = static_cast<std::size_t>(fly.cols());
+    std::mt19937 rng{20261122};
+    std::uniform_real_distribution<float> value{-1.0f, 1.0f};
+    std::vector<float> host_x(4 * n), host_y(4 * m);
+    for (float& v : host_x) v = value(rng);
+    for (float& v : host_y) v = value(rng);
+    const kn::Array<float> x{exec, host_x}, y{exec, host_y};
+    kn::Array<float> ax{exec, static_cast<kn::size_type>(4 * m)};
+    kn::Array<float> aty{exec, static_cast<kn::size_type>(4 * n)};
+    const auto view = fly.view(exec);
+    for (const int frames : {1, 4}) {
+        const std::string suffix = frames == 1 ? "" : ", 4 frames";
+        const kn::View<const float> xs{x.data(), static_cast<kn::size_type>(frames * n)};
+        const kn::View<const float> ys{y.data(), static_cast<kn::size_type>(frames * m)};
+        const kn::View<float> axs{ax.data(), static_cast<kn::size_type>(frames * m)};
+        const kn::View<float> atys{aty.data(), static_cast<kn::size_type>(frames * n)};
+        auto row = [&](const std::string& variant, const std::function<void()>& work) {
+            table.add({"gpu operators", "ct_256", variant + suffix, device, timed(exec, runs, work),
+                       ""});
+        };
+        row("A x, on the fly (pair images + rays)", [&] { kn::apply(exec, view, frames, xs, axs); });
+        row("At y, on the fly (pixel-driven)",
+            [&] { kn::apply_adjoint(exec, view, frames, ys, atys); });
+        row("At(A d) fused, on the fly",
+            [&] { kn::normal_apply(exec, view, frames, xs, atys, kn::View<float>{}); });
+    }
+}
+
 }  // namespace
 
 void add_cuda_operator_rows(BenchTable& table, const BenchProblem& p, const Executor& exec,
@@ -209,10 +247,10 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
     using recon::CgnrForm;
     using recon::SolveLaunch;
     const std::vector<SolveCase> cases{
-        {"ours one launch (persistent), ELLPACK-T", p.sliced_ell.get(), {},
-         options(SolveLaunch::persistent, CgnrForm::fused)},
-        {"ours one launch (persistent), on the fly", p.on_the_fly.get(), {},
-         options(SolveLaunch::persistent, CgnrForm::fused)},
+        {"ours one launch (persistent), ELLPACK-T staged in shared memory", p.sliced_ell.get(),
+         {}, options(SolveLaunch::persistent, CgnrForm::fused)},
+        {"ours one launch (persistent), on the fly, made once into shared memory",
+         p.on_the_fly.get(), {}, options(SolveLaunch::persistent, CgnrForm::fused)},
         {"ours one launch (persistent) CGLS1, ELLPACK-T", p.sliced_ell.get(), {},
          options(SolveLaunch::persistent, CgnrForm::cgls1)},
         {"ours one launch (graph), ELLPACK-T", p.sliced_ell.get(), {},
@@ -226,13 +264,30 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
         const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
         table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
     }
-    {
-        // The persistent kernel with its other way of combining block images.
-        setenv("RECON_PERSISTENT_TWO_PHASE", "1", 1);
-        const SolveCase c{"ours one launch (persistent, two-phase sums), ELLPACK-T",
-                          p.sliced_ell.get(), {}, options(SolveLaunch::persistent, CgnrForm::fused)};
+    // The persistent kernel's other paths, selected through its environment
+    // switches (kernels/cuda/persistent.cu): how the block images are
+    // combined, and how the blocks treat their rows.
+    struct Variant {
+        const char* name;
+        const recon::SystemModel* model;
+        const char* variable;
+        const char* value;
+    };
+    const std::vector<Variant> variants{
+        {"ours one launch (persistent, two-phase sums), ELLPACK-T staged", p.sliced_ell.get(),
+         "RECON_PERSISTENT_TWO_PHASE", "1"},
+        {"ours one launch (persistent), ELLPACK-T read from L2 every pass", p.sliced_ell.get(),
+         "RECON_PERSISTENT_ROWS", "system"},
+        {"ours one launch (persistent), on the fly, made every pass", p.on_the_fly.get(),
+         "RECON_PERSISTENT_ROWS", "system"},
+        {"ours one launch (persistent), ELLPACK-T from L2, float atomics", p.sliced_ell.get(),
+         "RECON_PERSISTENT_ROWS", "float"},
+    };
+    for (const auto& v : variants) {
+        setenv(v.variable, v.value, 1);
+        const SolveCase c{v.name, v.model, {}, options(SolveLaunch::persistent, CgnrForm::fused)};
         const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
-        unsetenv("RECON_PERSISTENT_TWO_PHASE");
+        unsetenv(v.variable);
         table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
     }
     add_cusparse_cgls_rows(table, "gpu solve", p.name, p.csr->csr(), p.b, exec, config.iterations,
@@ -270,6 +325,7 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
     std::vector<float> b(static_cast<std::size_t>(fly.rows()));
     fly.apply(Executor::cpu(), {phantom.data(), static_cast<kn::size_type>(phantom.size())},
               {b.data(), static_cast<kn::size_type>(b.size())});
+    add_ct_operator_rows(table, fly, exec, config);
     const recon::CsrMatrix csr = fly.materialize();
     const recon::StoredMatrix stored{csr, recon::MatrixLayout::sliced_ell, "ct_256"};
     // configs/ct-256.ini: regularizer = tv:5, tv_epsilon = 0.01

@@ -76,16 +76,7 @@ TEST_P(GpuSolver, ConvergesToTheDoublePrecisionLeastSquaresSolution)
 std::pair<std::vector<float>, std::vector<FrameResult>> run(CgnrSolver& solver,
                                                             const std::vector<float>& b)
 {
-    const Executor& exec = solver.executor();
-    kernels::copy(exec, solver.input(), Executor::cpu(),
-                  kernels::View<const float>{b.data(), static_cast<size_type>(b.size())});
-    kernels::fill(exec, solver.image(), 0.0f);
-    solver.solve();
-    std::vector<float> x(static_cast<std::size_t>(solver.image().size));
-    kernels::copy(Executor::cpu(), kernels::View<float>{x.data(), static_cast<size_type>(x.size())},
-                  exec, kernels::View<const float>{solver.image().data, solver.image().size});
-    exec.synchronize();
-    return {x, solver.results()};
+    return test::solve_frames(solver, b);
 }
 
 TEST_P(GpuSolver, RegularizedBatchMatchesTheCpuSolver)
