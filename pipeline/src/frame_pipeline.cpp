@@ -17,6 +17,7 @@ FramePipeline::FramePipeline(PipelineSetup setup, SinkSet& sinks)
             }
             flight_done_.notify_all();
         }));
+        frame_slots_ += solver->capacity();
         solvers_.push_back(std::move(solver));
     }
     for (auto& worker : workers_) threads_.emplace_back([w = worker.get()] { w->run(); });
@@ -27,7 +28,7 @@ FramePipeline::~FramePipeline() { finish(); }
 void FramePipeline::wait_for_room()
 {
     std::unique_lock lock{flight_mutex_};
-    flight_done_.wait(lock, [&] { return in_flight_ < setup_.workers; });
+    flight_done_.wait(lock, [&] { return in_flight_ < frame_slots_; });
 }
 
 PushResult FramePipeline::submit(sensors::Frame frame,

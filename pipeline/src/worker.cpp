@@ -1,7 +1,10 @@
 #include "pipeline/worker.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <optional>
+#include <utility>
 
 #include "pipeline/quality.hpp"
 
@@ -34,21 +37,68 @@ Worker::Worker(FrameQueue& queue, FrameSolver& solver, SinkSet& sinks, FrameErro
 
 void Worker::run()
 {
-    while (auto item = queue_.pop()) {
-        const auto dequeued = Clock::now();
-        try {
-            process(*item, dequeued);
-        } catch (const std::exception& e) {
-            errors_.add(e.what());
+    std::deque<Pending> pending;  // submitted, oldest first
+    for (;;) {
+        std::optional<QueuedFrame> item;
+        if (pending.empty()) {
+            item = queue_.pop();
+            if (!item) break;  // closed and drained
+        } else if (static_cast<int>(pending.size()) < solver_.capacity()) {
+            item = next_while_solving();
         }
-        if (on_done_) on_done_();
+        if (item) {
+            start(std::move(*item), pending);
+        } else {
+            deliver_oldest(pending);
+        }
     }
+}
+
+std::optional<QueuedFrame> Worker::next_while_solving()
+{
+    // The queue and the device cannot be waited on together: poll both. The
+    // interval bounds how late a solved frame is noticed.
+    constexpr auto poll = std::chrono::microseconds{100};
+    for (;;) {
+        if (solver_.oldest_ready()) return queue_.pop_for(std::chrono::seconds{0});
+        if (auto item = queue_.pop_for(poll)) return item;
+        // Closed and drained: no frame will come, finish the ones in flight.
+        if (queue_.closed()) return std::nullopt;
+    }
+}
+
+void Worker::start(QueuedFrame item, std::deque<Pending>& pending)
+{
+    const auto dequeued = Clock::now();
+    try {
+        solver_.submit(item, dequeued);
+    } catch (const std::exception& e) {
+        errors_.add(e.what());
+        if (on_done_) on_done_();
+        return;
+    }
+    pending.push_back(Pending{std::move(item), dequeued});
+}
+
+void Worker::deliver_oldest(std::deque<Pending>& pending)
+{
+    const Pending oldest = std::move(pending.front());
+    pending.pop_front();
+    try {
+        deliver(oldest.item, solver_.finish());
+    } catch (const std::exception& e) {
+        errors_.add(e.what());
+    }
+    if (on_done_) on_done_();
 }
 
 void Worker::process(const QueuedFrame& item, Clock::time_point dequeued)
 {
-    Reconstruction r = solver_.solve(item, dequeued);
+    deliver(item, solver_.solve(item, dequeued));
+}
 
+void Worker::deliver(const QueuedFrame& item, Reconstruction r)
+{
     const auto write_start = Clock::now();
     sinks_.write_image(r);
     const auto written = Clock::now();

@@ -221,17 +221,31 @@ void CgnrSolver::solve()
     }
 }
 
+FrameResult CgnrSolver::frame_result(const kn::CgnrScalars& scalars)
+{
+    FrameResult r;
+    r.iterations = scalars.iterations;
+    r.status = scalars.status;
+    r.rel_gradient = scalars.gg0 > 0 ? std::sqrt(scalars.gg / scalars.gg0) : 0.0;
+    return r;
+}
+
 std::vector<FrameResult> CgnrSolver::results() const
 {
     std::vector<FrameResult> out;
-    for (const auto& s : scalars_.to_host()) {
-        FrameResult r;
-        r.iterations = s.iterations;
-        r.status = s.status;
-        r.rel_gradient = s.gg0 > 0 ? std::sqrt(s.gg / s.gg0) : 0.0;
-        out.push_back(r);
-    }
+    for (const auto& s : scalars_.to_host()) out.push_back(frame_result(s));
     return out;
+}
+
+void CgnrSolver::queue_results_copy(View<kn::CgnrScalars> host) const
+{
+    if (host.size != scalars_.size()) {
+        throw std::invalid_argument{"CgnrSolver::queue_results_copy: expected room for " +
+                                    std::to_string(scalars_.size()) + " frames, found " +
+                                    std::to_string(host.size)};
+    }
+    kn::copy(Executor::cpu(), host, exec_,
+             View<const kn::CgnrScalars>{scalars_.data(), scalars_.size()});
 }
 
 std::vector<float> solve_cgnr(const SystemModel& system, const Regularizer& regularizer,

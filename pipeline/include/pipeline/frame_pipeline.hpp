@@ -39,8 +39,9 @@ public:
     FramePipeline(const FramePipeline&) = delete;
     FramePipeline& operator=(const FramePipeline&) = delete;
 
-    /// Waits until a worker is free (fewer frames queued or being solved
-    /// than workers): a source that produces as fast as the pipeline
+    /// Waits until a worker has a free frame slot (fewer frames queued or
+    /// being solved than the workers hold: one per CPU worker, two per GPU
+    /// worker): a source that produces as fast as the pipeline
     /// consumes calls it before each frame, so that its frames do not wait
     /// in the queue and their latency is the pipeline's own.
     void wait_for_room();
@@ -66,7 +67,8 @@ private:
 
     std::mutex flight_mutex_;
     std::condition_variable flight_done_;
-    int in_flight_ = 0;  // frames queued or being solved
+    int in_flight_ = 0;    // frames queued or being solved
+    int frame_slots_ = 0;  // frames the workers can hold at once (2 per GPU worker)
 };
 
 }  // namespace recon::pipeline

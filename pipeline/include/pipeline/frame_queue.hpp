@@ -95,6 +95,12 @@ public:
         std::lock_guard lock{mutex_};
         return items_.size();
     }
+    /// True once close() was called (items may still be left to pop).
+    bool closed() const
+    {
+        std::lock_guard lock{mutex_};
+        return closed_;
+    }
     std::size_t capacity() const { return capacity_; }
     DropPolicy policy() const { return policy_; }
     /// Items dropped by the policy so far.

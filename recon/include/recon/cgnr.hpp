@@ -91,11 +91,26 @@ public:
     View<float> image() { return x_.view(); }
 
     /// Runs the iteration until every frame has stopped. On the CPU it
-    /// returns when done; on CUDA it is queued on exec.stream() and reads
-    /// the stop flags every options.status_check_interval iterations.
+    /// returns when done. On CUDA it is queued on exec.stream(): the host
+    /// loop reads the stop flags every options.status_check_interval
+    /// iterations (so it waits for the device); the graph and persistent
+    /// launches only queue work and return at once (the first solve also
+    /// captures or builds the launch, which synchronizes the stream once),
+    /// unless an observer is set, which waits for the results. Until the
+    /// stream has passed the solve, input() and image() must not be written
+    /// by other streams or read by the host.
     void solve();
     /// Per-frame outcome of the last solve (synchronizes the executor).
     std::vector<FrameResult> results() const;
+    /// Queues a copy of the per-frame solver state of the last solve into
+    /// `host` ([batch] elements of host memory; pinned memory makes the copy
+    /// asynchronous) on exec.stream(), in stream order after the solve.
+    /// Does not synchronize: read the elements with frame_result() once the
+    /// stream has passed this point (e.g. an Event recorded after it).
+    void queue_results_copy(View<kernels::CgnrScalars> host) const;
+    /// The outcome recorded in one frame's solver state (what results()
+    /// returns per frame).
+    static FrameResult frame_result(const kernels::CgnrScalars& scalars);
 
     void set_observer(SolveObserver* observer) { observer_ = observer; }
     int batch() const { return batch_; }
