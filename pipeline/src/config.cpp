@@ -97,7 +97,7 @@ recon::SolverOptions SolverConfig::options() const
     try {
         options.launch = recon::parse_solve_launch(launch);
     } catch (const std::exception&) {
-        bad_option("solver.launch", "host_loop, graph or persistent", "'" + launch + "'");
+        bad_option("solver.launch", "auto, host_loop, graph or persistent", "'" + launch + "'");
     }
     if (status_check_interval < 1) {
         bad_option("solver.status_check_interval", "at least 1",
@@ -258,7 +258,7 @@ po::options_description solver_options(SolverConfig& c)
         ("solver.form", bound_text(&c.form), "fused | cgls1")
         ("solver.residual_replacement", bound(&c.residual_replacement),
          "fused form: recompute h = A^T(Ax - b) every K iterations (0: never)")
-        ("solver.launch", bound_text(&c.launch), "CUDA: host_loop | graph | persistent")
+        ("solver.launch", bound_text(&c.launch), "CUDA: auto | host_loop | graph | persistent")
         ("solver.status_check_interval", bound(&c.status_check_interval),
          "host loop: read the stop flags every this many iterations")
         ("solver.graph_unroll", bound(&c.graph_unroll),

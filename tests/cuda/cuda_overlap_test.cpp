@@ -24,10 +24,11 @@ namespace recon::pipeline {
 namespace {
 
 // The GPU's float atomics add in a different order on every run, so even
-// the same frames solved again differ at ~1e-4 after warm-start chains of
-// these small, poorly conditioned problems (measured on an H200: up to
-// 4.5e-4); a frame solved from the wrong image or the wrong b is off by O(1).
-constexpr double gpu_rerun_tolerance = 2e-3;
+// the same frames solved again differ after warm-start chains of these
+// small, poorly conditioned problems (measured on an H200: up to 2.2e-3 for
+// the graph launch); a frame solved from the wrong image or the wrong b is
+// off by O(1).
+constexpr double gpu_rerun_tolerance = 5e-3;
 // float on the GPU against the CPU's double sums (as the solver tests).
 constexpr double cpu_tolerance = 5e-3;
 

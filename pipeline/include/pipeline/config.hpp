@@ -38,7 +38,7 @@ struct SolverConfig {
     double tolerance = 0.0;
     std::string form = "fused";  // fused | cgls1
     int residual_replacement = 50;
-    std::string launch = "host_loop";  // CUDA: host_loop | graph | persistent
+    std::string launch = "auto";  // CUDA: auto | host_loop | graph | persistent
     int status_check_interval = 1;     // host loop: read the stop flags every this many
     int graph_unroll = 10;             // graph: iterations per turn of the loop
     std::string regularizer = "none";  // e.g. "tv:0.002,nonneg:10"
