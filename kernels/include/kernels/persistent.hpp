@@ -3,9 +3,10 @@
 // kernel: one block per SM, grid-wide syncs only where the row pass needs
 // every block's contribution.
 //
-// Layout of the work: the rows of A are split over all threads of the grid;
-// each block scatters its rows' share of Aᵀ(·) into an image in shared
-// memory and adds it once to a global image; after one grid sync every block
+// Layout of the work: each block owns a contiguous range of rows of A (kept
+// in shared memory when it fits); it scatters its rows' share of Aᵀ(·) into
+// an image in shared memory (fixed-point integer adds, see persistent.cu)
+// and adds it once to a global image; after one grid sync every block
 // reads the complete image and performs the image-space part of the
 // iteration (regularizer stencils, dot products, α, β, the x/h/g/d updates)
 // redundantly and identically on its own copy of the image-space vectors
