@@ -74,9 +74,12 @@ kernels::PersistentCgnrProblem CgnrSolver::persistent_problem()
 SolveLaunch CgnrSolver::resolve_launch()
 {
     if (options_.launch != SolveLaunch::automatic) return options_.launch;
-    // The persistent kernel is the fastest one-launch form where it applies
-    // (docs/gpu-performance.md); the graph covers every other case.
-    return kernels::persistent_cgnr_supports(exec_, persistent_problem()).empty()
+    // The persistent kernel is the fastest one-launch form for one frame
+    // whose image fits a block (paper matrices on an H200: 4.7 against
+    // 9.9 ms); for batches its replicated images leave no room to keep the
+    // rows in shared memory and the graph is faster (4 frames: 19.2 against
+    // 22.0 ms). See docs/gpu-performance.md.
+    return batch_ == 1 && kernels::persistent_cgnr_supports(exec_, persistent_problem()).empty()
                ? SolveLaunch::persistent
                : SolveLaunch::graph;
 }
