@@ -76,7 +76,6 @@ struct FrameSolver::Flight {
     Sensor* sensor = nullptr;
     kernels::size_type m = 0;
     bool warm = false;  // starts from the sensor's previous image
-    bool busy = false;
 };
 
 FrameSolver::FrameSolver(SystemModels& models, SolveSettings settings,
@@ -128,13 +127,16 @@ FrameSolver::Sensor& FrameSolver::sensor(const std::string& name)
     return sensors_.emplace(name, std::move(s)).first->second;
 }
 
+bool FrameSolver::in_flight(const Flight& flight) const
+{
+    return std::find(order_.begin(), order_.end(), &flight) != order_.end();
+}
+
 void FrameSolver::prepare(const std::string& name)
 {
     const Sensor& s = sensor(name);
     for (auto& flight : flights_) {
-        if (!flight->busy) {
-            flight->reserve(exec_, s.model->rows(), s.model->cols());
-        }
+        if (!in_flight(*flight)) flight->reserve(exec_, s.model->rows(), s.model->cols());
     }
 }
 
@@ -255,7 +257,7 @@ void FrameSolver::submit_to_slot(const QueuedFrame& item, Clock::time_point dequ
     Sensor& s = checked_sensor(frame);
     Flight* free_slot = nullptr;
     for (auto& flight : flights_) {
-        if (!flight->busy) free_slot = flight.get();
+        if (!in_flight(*flight)) free_slot = flight.get();
     }
     Flight& f = *free_slot;  // exists: fewer frames in flight than slots
     f.m = static_cast<kernels::size_type>(frame.data.size());
@@ -284,7 +286,6 @@ void FrameSolver::submit_to_slot(const QueuedFrame& item, Clock::time_point dequ
     // Optimistic: this frame's image seeds the sensor's next frame unless
     // finish() learns that its solve failed (see forget_image_of).
     s.has_previous = true;
-    f.busy = true;
     order_.push_back(&f);
 }
 
@@ -315,11 +316,7 @@ void FrameSolver::queue_solve(Flight& f)
 Reconstruction FrameSolver::finish_slot()
 {
     Flight& f = *order_.front();
-    order_.pop_front();
-    struct Release {
-        Flight& f;
-        ~Release() { f.busy = false; }
-    } release{f};
+    order_.pop_front();  // the slot is free again, whatever happens below
 
     Reconstruction out = std::move(f.out);
     try {

@@ -136,6 +136,8 @@ private:
     /// After `failed` finished badly: the next frame of its sensor must not
     /// start from its image.
     void forget_image_of(const Flight& failed);
+    /// Whether the slot holds a frame (it is in order_).
+    bool in_flight(const Flight& flight) const;
 
     SystemModels& models_;
     SolveSettings settings_;
