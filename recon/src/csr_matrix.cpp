@@ -19,6 +19,92 @@ namespace {
     throw std::invalid_argument{source + ": " + what};
 }
 
+/// Squared-count cost of a slice's bank use, counts[j * banks + bank].
+struct BankCounts {
+    index_t banks;
+    std::vector<int> counts;
+
+    int& at(index_t step, index_t col) { return counts[static_cast<std::size_t>(step * banks + col % banks)]; }
+    /// Change of Σ count² when one entry of `step` moves from column `from` to `to`'s bank.
+    int move_cost(index_t step, index_t from, index_t to)
+    {
+        if (from % banks == to % banks) return 0;
+        return 2 * (at(step, to) - at(step, from)) + 2;
+    }
+    void move(index_t step, index_t from, index_t to)
+    {
+        --at(step, from);
+        ++at(step, to);
+    }
+};
+
+/// Reorders the entries of slice s (see EntryOrder::spread_banks).
+void spread_slice_over_banks(SlicedEll& ell, const CsrMatrix& csr, index_t s, index_t banks)
+{
+    const index_t width = ell.slice_width[s];
+    const index_t first = s * ell.slice_size;
+    const index_t lanes = std::min(ell.slice_size, csr.rows - first);
+    const auto k_of = [&](index_t lane, index_t j) {
+        return static_cast<std::size_t>(ell.slice_offset[s] + static_cast<size_type>(j) * ell.slice_size + lane);
+    };
+    BankCounts bc{banks, std::vector<int>(static_cast<std::size_t>(width * banks), 0)};
+    std::vector<char> padding(static_cast<std::size_t>(lanes * width));  // [lane][j]
+    for (index_t lane = 0; lane < lanes; ++lane) {
+        const index_t row = first + lane;
+        for (index_t j = 0; j < width; ++j) {
+            ++bc.at(j, ell.col_idx[k_of(lane, j)]);
+            padding[static_cast<std::size_t>(lane * width + j)] = j >= csr.row_ptr[row + 1] - csr.row_ptr[row];
+        }
+    }
+    constexpr int max_sweeps = 4;  // converges in 2-3 on random rows
+    for (int sweep = 0; sweep < max_sweeps; ++sweep) {
+        bool improved = false;
+        for (index_t lane = 0; lane < lanes; ++lane) {
+            const index_t row = first + lane;
+            const auto length = static_cast<index_t>(csr.row_ptr[row + 1] - csr.row_ptr[row]);
+            // Swap two steps' entries of this row.
+            for (index_t j1 = 0; j1 < width; ++j1) {
+                for (index_t j2 = j1 + 1; j2 < width; ++j2) {
+                    const index_t c1 = ell.col_idx[k_of(lane, j1)];
+                    const index_t c2 = ell.col_idx[k_of(lane, j2)];
+                    if (c1 % banks == c2 % banks) continue;
+                    // The two moves touch different steps, so their costs add.
+                    if (bc.move_cost(j1, c1, c2) + bc.move_cost(j2, c2, c1) >= 0) continue;
+                    bc.move(j1, c1, c2);
+                    bc.move(j2, c2, c1);
+                    std::swap(ell.col_idx[k_of(lane, j1)], ell.col_idx[k_of(lane, j2)]);
+                    std::swap(ell.values[k_of(lane, j1)], ell.values[k_of(lane, j2)]);
+                    std::swap(padding[static_cast<std::size_t>(lane * width + j1)],
+                              padding[static_cast<std::size_t>(lane * width + j2)]);
+                    improved = true;
+                }
+            }
+            // Point each padding entry at the row's column whose bank is
+            // least used at its step.
+            for (index_t j = 0; j < width && length > 0; ++j) {
+                if (!padding[static_cast<std::size_t>(lane * width + j)]) continue;
+                const index_t now = ell.col_idx[k_of(lane, j)];
+                index_t best = now;
+                int best_cost = 0;
+                for (size_type k = csr.row_ptr[row]; k < csr.row_ptr[row + 1]; ++k) {
+                    const index_t c = csr.col_idx[static_cast<std::size_t>(k)];
+                    const int cost = bc.move_cost(j, now, c);
+                    if (cost < best_cost) {
+                        best = c;
+                        best_cost = cost;
+                    }
+                }
+                if (best != now) {
+                    bc.move(j, now, best);
+                    ell.col_idx[k_of(lane, j)] = best;
+                    improved = true;
+                }
+            }
+        }
+        if (!improved) break;
+    }
+}
+
 }  // namespace
 
 void CsrMatrix::validate(const std::string& source) const
@@ -71,9 +157,10 @@ void CsrMatrix::validate(const std::string& source) const
     }
 }
 
-SlicedEll to_sliced_ell(const CsrMatrix& csr, index_t slice_size)
+SlicedEll to_sliced_ell(const CsrMatrix& csr, index_t slice_size, EntryOrder order, index_t banks)
 {
     if (slice_size <= 0) throw std::invalid_argument{"sliced ELL: slice size must be positive"};
+    if (banks <= 0) throw std::invalid_argument{"sliced ELL: bank count must be positive"};
     SlicedEll ell;
     ell.rows = csr.rows;
     ell.cols = csr.cols;
@@ -108,6 +195,12 @@ SlicedEll to_sliced_ell(const CsrMatrix& csr, index_t slice_size)
             } else {
                 ell.col_idx[k] = pad_col;
             }
+        }
+    }
+    if (order == EntryOrder::spread_banks) {
+        constexpr index_t widest_spread = 32;  // the search is quadratic in the width
+        for (index_t s = 0; s < slices; ++s) {
+            if (ell.slice_width[s] <= widest_spread) spread_slice_over_banks(ell, csr, s, banks);
         }
     }
     return ell;

@@ -24,9 +24,9 @@ struct StoredMatrix::DeviceCopy {
 };
 
 StoredMatrix::StoredMatrix(CsrMatrix matrix, MatrixLayout layout, std::string source,
-                           ImageShape image_shape)
+                           ImageShape image_shape, EntryOrder ell_order)
     : matrix_{std::move(matrix)}, layout_{layout}, source_{std::move(source)},
-      image_shape_{image_shape}
+      image_shape_{image_shape}, ell_order_{ell_order}
 {
     matrix_.validate(source_);
     if (has_image_shape()) {
@@ -92,7 +92,10 @@ kernels::SystemView StoredMatrix::view(const Executor& exec) const
         copy->view = kernels::CsrView{matrix_.rows, matrix_.cols, copy->offsets.data(),
                                       copy->col_idx.data(), copy->values.data()};
     } else {
-        const SlicedEll ell = to_sliced_ell(matrix_, ell_slice_size);
+        // By default entries spread over shared-memory banks: the persistent
+        // kernel stages a warp's slice in shared memory and gathers and
+        // scatters through it step by step.
+        const SlicedEll ell = to_sliced_ell(matrix_, ell_slice_size, ell_order_);
         copy->offsets = kernels::Array<size_type>{exec, ell.slice_offset};
         copy->widths = kernels::Array<index_t>{exec, ell.slice_width};
         copy->col_idx = kernels::Array<index_t>{exec, ell.col_idx};

@@ -129,8 +129,12 @@ const char* to_string(MatrixLayout layout);
 class StoredMatrix final : public SystemModel {
 public:
     /// Validates `matrix` (throws std::invalid_argument naming `source`).
+    /// `ell_order`: the entry order of its sliced ELL copies (the default
+    /// spreads each slice step over shared-memory banks; by_column is kept
+    /// for comparing the two in `recon bench`).
     StoredMatrix(CsrMatrix matrix, MatrixLayout layout = MatrixLayout::automatic,
-                 std::string source = "matrix", ImageShape image_shape = {});
+                 std::string source = "matrix", ImageShape image_shape = {},
+                 EntryOrder ell_order = EntryOrder::spread_banks);
 
     std::string kind() const override { return "matrix"; }
     std::map<std::string, std::string> parameters() const override;
@@ -153,6 +157,7 @@ private:
     MatrixLayout layout_;
     std::string source_;
     ImageShape image_shape_;
+    EntryOrder ell_order_;
     mutable std::mutex mutex_;
     mutable std::map<std::pair<int, int>, std::shared_ptr<DeviceCopy>> device_;
 };
