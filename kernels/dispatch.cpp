@@ -153,6 +153,13 @@ void cgnr_step_dots(const Executor& exec, int batch, View<const float> d,
     RECON_DISPATCH(cgnr_step_dots, exec, batch, d, e, g, scalars);
 }
 
+void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
+                           View<const float> d, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars)
+{
+    RECON_DISPATCH(cgnr_step_dots_folded, exec, batch, fold, d, g, e, scalars);
+}
+
 void cgnr_step_update(const Executor& exec, int batch, View<const float> d,
                       View<const float> u, View<float> x, View<float> h,
                       View<CgnrScalars> scalars)
@@ -171,6 +178,13 @@ void cgnr_step_beta(const Executor& exec, const CgnrParams& params, int batch,
                     View<CgnrScalars> scalars)
 {
     RECON_DISPATCH(cgnr_step_beta, exec, params, batch, g, e, scalars);
+}
+
+void cgnr_step_beta_folded(const Executor& exec, const CgnrParams& params, int batch,
+                           const RegularizerFold& fold, View<const float> e, View<float> g,
+                           View<CgnrScalars> scalars)
+{
+    RECON_DISPATCH(cgnr_step_beta_folded, exec, params, batch, fold, e, g, scalars);
 }
 
 void cgnr_step_direction(const Executor& exec, int batch, View<const float> g,

@@ -45,6 +45,14 @@ void cgnr_step_dots(const Executor&, int batch, View<const float> d, View<const 
     }
 }
 
+void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
+                           View<const float> d, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars)
+{
+    cpu::regularizer_apply_add(exec, fold.terms, fold.grid, batch, fold.state, fold.base, fold.v, e);
+    cpu::cgnr_step_dots(exec, batch, d, View<const float>{e.data, e.size}, g, scalars);
+}
+
 void cgnr_step_update(const Executor&, int batch, View<const float> d, View<const float> u,
                       View<float> x, View<float> h, View<CgnrScalars> scalars)
 {
@@ -87,6 +95,14 @@ void cgnr_step_beta(const Executor&, const CgnrParams& params, int batch, View<c
         const float* gb = g.data + b * n;
         cgnr_scalars_end(scalars[b], params, dot(gb, e.data + b * n, n), dot(gb, gb, n));
     }
+}
+
+void cgnr_step_beta_folded(const Executor& exec, const CgnrParams& params, int batch,
+                           const RegularizerFold& fold, View<const float> e, View<float> g,
+                           View<CgnrScalars> scalars)
+{
+    cpu::regularizer_apply_add(exec, fold.terms, fold.grid, batch, fold.state, fold.base, fold.v, g);
+    cpu::cgnr_step_beta(exec, params, batch, View<const float>{g.data, g.size}, e, scalars);
 }
 
 void cgnr_step_direction(const Executor&, int batch, View<const float> g, View<float> d,

@@ -38,15 +38,7 @@ void regularizer_apply_add(const Executor&, const RegularizerTerms& terms, Image
         for (index_t iy = 0; iy < grid.ny; ++iy) {
             for (index_t ix = 0; ix < grid.nx; ++ix) {
                 const size_type i = b * n + iy * grid.nx + ix;
-                float sum = base[i];
-                size_type slot = 0;
-                for (int t = 0; t < terms.count; ++t) {
-                    const RegularizerTerm& term = terms.term[t];
-                    const float* sb =
-                        needs_state(term.kind) ? state.data + (slot++ * batch + b) * n : nullptr;
-                    sum += term_apply(term, sb, vb, grid, ix, iy);
-                }
-                out[i] = sum;
+                out[i] = base[i] + terms_apply(terms, state.data, batch, b, vb, grid, ix, iy);
             }
         }
     }

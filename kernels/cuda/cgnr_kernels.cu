@@ -6,6 +6,7 @@
 #include "frame_reduce.cuh"
 #include "kernels/backends.hpp"
 #include "kernels/cgnr_scalars.hpp"
+#include "kernels/stencils.hpp"
 
 namespace recon::kernels::cuda {
 namespace {
@@ -82,6 +83,69 @@ struct StepBetaOp {
     __device__ void finish(int frame, double ge, double gg) const
     {
         cgnr_scalars_end(s[frame], params, ge, gg);
+    }
+};
+
+/// out = fold.base + Σ F(p, fold.v) at element i of a frame (any frame:
+/// the unfolded regularizer_apply_add writes every frame too).
+__device__ float fold_at(const RegularizerFold& fold, int batch, int frame, size_type i)
+{
+    const size_type n = fold.grid.size();
+    const index_t iy = static_cast<index_t>(i / fold.grid.nx);
+    const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * fold.grid.nx);
+    return fold.base.data[frame * n + i] + terms_apply(fold.terms, fold.state.data, batch, frame,
+                                                       fold.v.data + frame * n, fold.grid, ix, iy);
+}
+
+/// e = fold; f = dᵀe, gd = gᵀd (for running frames).
+struct StepDotsFoldedOp {
+    RegularizerFold fold;
+    int batch;
+    const float* d;
+    const float* g;
+    float* e;
+    size_type n;
+    CgnrScalars* s;
+
+    __device__ bool active(int) const { return true; }
+    __device__ double2 element(int frame, size_type i) const
+    {
+        const size_type k = frame * n + i;
+        const float ei = fold_at(fold, batch, frame, i);
+        e[k] = ei;
+        const double di = d[k];
+        return {di * ei, static_cast<double>(g[k]) * di};
+    }
+    __device__ void finish(int frame, double f, double gd) const
+    {
+        if (!running(s, frame)) return;
+        s[frame].f = f;
+        s[frame].gd = gd;
+    }
+};
+
+/// g = fold; ge = gᵀe, gg = ‖g‖², then cgnr_scalars_end (for running frames).
+struct StepBetaFoldedOp {
+    CgnrParams params;
+    RegularizerFold fold;
+    int batch;
+    const float* e;
+    float* g;
+    size_type n;
+    CgnrScalars* s;
+
+    __device__ bool active(int) const { return true; }
+    __device__ double2 element(int frame, size_type i) const
+    {
+        const size_type k = frame * n + i;
+        const float gi = fold_at(fold, batch, frame, i);
+        g[k] = gi;
+        const double gd = gi;
+        return {gd * e[k], gd * gd};
+    }
+    __device__ void finish(int frame, double ge, double gg) const
+    {
+        if (running(s, frame)) cgnr_scalars_end(s[frame], params, ge, gg);
     }
 };
 
@@ -172,6 +236,15 @@ void cgnr_step_dots(const Executor& exec, int batch, View<const float> d, View<c
     launch_frame_reduce(exec, batch, n, StepDotsOp{d.data, e.data, g.data, n, scalars.data});
 }
 
+void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
+                           View<const float> d, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars)
+{
+    const size_type n = d.size / batch;
+    launch_frame_reduce(exec, batch, n,
+                        StepDotsFoldedOp{fold, batch, d.data, g.data, e.data, n, scalars.data});
+}
+
 void cgnr_step_update(const Executor& exec, int batch, View<const float> d, View<const float> u,
                       View<float> x, View<float> h, View<CgnrScalars> scalars)
 {
@@ -195,6 +268,15 @@ void cgnr_step_beta(const Executor& exec, const CgnrParams& params, int batch,
 {
     const size_type n = g.size / batch;
     launch_frame_reduce(exec, batch, n, StepBetaOp{params, g.data, e.data, n, scalars.data});
+}
+
+void cgnr_step_beta_folded(const Executor& exec, const CgnrParams& params, int batch,
+                           const RegularizerFold& fold, View<const float> e, View<float> g,
+                           View<CgnrScalars> scalars)
+{
+    const size_type n = g.size / batch;
+    launch_frame_reduce(exec, batch, n,
+                        StepBetaFoldedOp{params, fold, batch, e.data, g.data, n, scalars.data});
 }
 
 void cgnr_step_direction(const Executor& exec, int batch, View<const float> g, View<float> d,

@@ -728,16 +728,7 @@ __device__ float regularizer_at(const Args& a, const float* state, const float* 
 {
     const index_t iy = i / a.grid.nx;
     const index_t ix = i - iy * a.grid.nx;
-    float sum = 0.0f;
-    int slot = 0;
-    for (int t = 0; t < a.terms.count; ++t) {
-        const RegularizerTerm& term = a.terms.term[t];
-        const float* sb = needs_state(term.kind)
-                              ? state + (static_cast<size_type>(slot++) * a.batch + fb) * a.n
-                              : nullptr;
-        sum += term_apply(term, sb, v, a.grid, ix, iy);
-    }
-    return sum;
+    return terms_apply(a.terms, state, a.batch, fb, v, a.grid, ix, iy);
 }
 
 /// The state of every stateful term from the block's x.

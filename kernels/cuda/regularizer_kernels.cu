@@ -37,15 +37,8 @@ __global__ void apply_add_kernel(RegularizerTerms terms, ImageGrid grid, int bat
          i += static_cast<size_type>(gridDim.x) * blockDim.x) {
         const index_t iy = static_cast<index_t>(i / grid.nx);
         const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * grid.nx);
-        float sum = base[frame * n + i];
-        size_type slot = 0;
-        for (int t = 0; t < terms.count; ++t) {
-            const RegularizerTerm& term = terms.term[t];
-            const float* sb =
-                needs_state(term.kind) ? state + (slot++ * batch + frame) * n : nullptr;
-            sum += term_apply(term, sb, vb, grid, ix, iy);
-        }
-        out[frame * n + i] = sum;
+        out[frame * n + i] =
+            base[frame * n + i] + terms_apply(terms, state, batch, frame, vb, grid, ix, iy);
     }
 }
 

@@ -140,17 +140,21 @@ void CgnrSolver::iterate(int k)
     const bool cgls1 = options_.form == CgnrForm::cgls1;
     const View<float> g = or_alias(g_, h_);
     const View<float> e = or_alias(e_, u_);
+    // base + F(x_k, v), for the steps that compute it in their own pass
+    const auto fold = [&](View<float> base, View<float> v) {
+        return kn::RegularizerFold{regularizer_.terms(), grid_, in(state_.view()), in(base), in(v)};
+    };
 
     // u_k = Aᵀ(A d_k), in one pass over A (CGLS1 also keeps q_k = A d_k)
     kn::normal_apply(exec_, view_, batch_, in(d_.view()), u_.view(),
                      cgls1 ? q_.view() : View<float>{});
-    // e_k = u_k + F(x_k, d_k)
+    // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass)
     if (regularized) {
-        kn::regularizer_apply_add(exec_, regularizer_.terms(), grid_, batch_, in(state_.view()),
-                                  in(u_.view()), in(d_.view()), e);
+        kn::cgnr_step_dots_folded(exec_, batch_, fold(u_.view(), d_.view()), in(d_.view()), in(g),
+                                  e, scalars_.view());
+    } else {
+        kn::cgnr_step_dots(exec_, batch_, in(d_.view()), in(e), in(g), scalars_.view());
     }
-    // f_k = d_kᵀ e_k;  g_kᵀ d_k
-    kn::cgnr_step_dots(exec_, batch_, in(d_.view()), in(e), in(g), scalars_.view());
     // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
     // fused form: h_{k+1} = h_k + α_k u_k
     kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(),
@@ -163,13 +167,14 @@ void CgnrSolver::iterate(int k)
         // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b), against CGLS2 drift
         form_data_gradient();
     }
-    // g_{k+1} = h_{k+1} + F(x_k, x_{k+1})   (state still lagged at x_k)
+    // g_{k+1} = h_{k+1} + F(x_k, x_{k+1})   (state still lagged at x_k);
+    // β_k = g_{k+1}ᵀ e_k / f_k; stop at max_iter or ‖g_{k+1}‖ ≤ tol ‖g_0‖   (one pass)
     if (regularized) {
-        kn::regularizer_apply_add(exec_, regularizer_.terms(), grid_, batch_, in(state_.view()),
-                                  in(h_.view()), in(x_.view()), g);
+        kn::cgnr_step_beta_folded(exec_, params_, batch_, fold(h_.view(), x_.view()), in(e), g,
+                                  scalars_.view());
+    } else {
+        kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
     }
-    // β_k = g_{k+1}ᵀ e_k / f_k; stop at max_iter or ‖g_{k+1}‖ ≤ tol ‖g_0‖
-    kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
     // d_{k+1} = −g_{k+1} + β_k d_k
     kn::cgnr_step_direction(exec_, batch_, in(g), d_.view(), scalars_.view());
     // the lag moves on: F(x_{k+1}, ·) for the next iteration

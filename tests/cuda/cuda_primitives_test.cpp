@@ -348,6 +348,61 @@ TEST(CudaCgnrSteps, EveryStepMatchesTheCpuOnMixedFrames)
     expect_scalars_equal(ds.to_host(), scalars, "init");
 }
 
+TEST(CudaCgnrSteps, FoldedStepsMatchTheRegularizerFollowedByTheStep)
+{
+    // The regularized solver's steps that compute e = u + F(p, d) and
+    // g = h + F(p, x) in the pass of their dot products: e and g against the
+    // CPU's regularizer_apply_add, the scalars against the CPU's plain step
+    // on the e and g the GPU wrote (so that only the order of the sums
+    // differs). Frame 1 has stopped: its scalars stay as they are.
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    kernels::RegularizerTerms terms;
+    terms.count = 3;
+    terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
+    terms.term[1] = {kernels::RegularizerKind::laplacian, 0.2f, 0.0f};
+    terms.term[2] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
+    const kernels::ImageGrid grid{71, 53};  // 3,763 pixels: several blocks, not a multiple
+    const int batch = 3;
+    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    auto host = [&] { return test::random_vector(n, rng); };
+    const auto p = host(), u = host(), d = host(), x = host(), h = host(), g = host();
+    const Executor cpu = Executor::cpu();
+    std::vector<float> state(kernels::regularizer_state_size(terms, grid, batch));
+    kernels::regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state));
+    const auto dstate = upload(state), du = upload(u), dd = upload(d), dx = upload(x),
+               dh = upload(h), dg = upload(g);
+    const kernels::CgnrParams params{50, 1e-12};
+    auto scalars = mixed_scalars(rng);
+    kernels::Array<kernels::CgnrScalars> ds{gpu(), scalars};
+
+    std::vector<float> e(n);
+    kernels::regularizer_apply_add(cpu, terms, grid, batch, cview_of(state), cview_of(u),
+                                   cview_of(d), view_of(e));
+    auto de = poisoned(n);
+    kernels::cgnr_step_dots_folded(gpu(), batch, {terms, grid, cview(dstate), cview(du), cview(dd)},
+                                   cview(dd), cview(dg), de.view(), ds.view());
+    const auto e_gpu = de.to_host();
+    expect_close(e_gpu, e, 1e-6, "e = u + F(p, d)");
+    kernels::cgnr_step_dots(cpu, batch, cview_of(d), cview_of(e_gpu), cview_of(g), view_of(scalars));
+    expect_scalars_equal(ds.to_host(), scalars, "step_dots_folded");
+
+    std::vector<float> g_next(n);
+    kernels::regularizer_apply_add(cpu, terms, grid, batch, cview_of(state), cview_of(h),
+                                   cview_of(x), view_of(g_next));
+    auto dg_next = poisoned(n);
+    kernels::cgnr_step_beta_folded(gpu(), params, batch, {terms, grid, cview(dstate), cview(dh), cview(dx)},
+                                   cview(de), dg_next.view(), ds.view());
+    const auto g_gpu = dg_next.to_host();
+    expect_close(g_gpu, g_next, 1e-6, "g = h + F(p, x)");
+    kernels::cgnr_step_beta(cpu, params, batch, cview_of(g_gpu), cview_of(e_gpu), view_of(scalars));
+    expect_scalars_equal(ds.to_host(), scalars, "step_beta_folded");
+    EXPECT_EQ(scalars[1].status, SolveStatus::converged);  // untouched
+    EXPECT_EQ(scalars[0].iterations, 5);
+}
+
 TEST(CudaCgnrSteps, InitFlagsZeroAndNonFiniteGradients)
 {
     RECON_REQUIRE_GPU();

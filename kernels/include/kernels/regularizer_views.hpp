@@ -36,6 +36,16 @@ struct ImageGrid {
     RECON_HD index_t size() const { return nx * ny; }
 };
 
+/// A regularizer sum that a CGNR step computes in its own pass:
+/// out = base + Σ_t F_t(p, v), with p's state from regularizer_prepare.
+struct RegularizerFold {
+    RegularizerTerms terms;
+    ImageGrid grid;
+    View<const float> state;
+    View<const float> base;
+    View<const float> v;
+};
+
 /// True for terms whose F depends on p (they keep per-pixel state computed
 /// by regularizer_prepare: the TV diffusivity or the sign-constraint mask).
 RECON_HD bool needs_state(RegularizerKind kind)

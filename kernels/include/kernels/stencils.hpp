@@ -74,4 +74,21 @@ RECON_HD float term_apply(const RegularizerTerm& t, const float* state, const fl
     return 0.0f;
 }
 
+/// Σ_t F_t(p, v) at pixel (ix, iy) of frame `frame`: `state` holds every
+/// stateful term's images in regularizer_prepare's layout ([slot][frame][pixel])
+/// and `v` is the frame's image.
+RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, int batch,
+                           int frame, const float* v, ImageGrid g, index_t ix, index_t iy)
+{
+    const size_type n = g.size();
+    float sum = 0.0f;
+    size_type slot = 0;
+    for (int t = 0; t < terms.count; ++t) {
+        const RegularizerTerm& term = terms.term[t];
+        const float* sb = needs_state(term.kind) ? state + (slot++ * batch + frame) * n : nullptr;
+        sum += term_apply(term, sb, v, g, ix, iy);
+    }
+    return sum;
+}
+
 }  // namespace recon::kernels
