@@ -20,7 +20,6 @@
 #include <cooperative_groups.h>
 
 #include <cstdio>
-
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -132,9 +131,10 @@ struct Shared {
     unsigned* d_max_bits;  // [BMAX] bits of max |d| per frame, for the next normal pass
 };
 
-/// The block's rows: [first, first + count). With `fixed_point`, c of every
-/// row is kept in `c` ([batch][count]) between computing it and scattering
-/// it, and the scatter adds integers. With `staged`, the rows are copied
+/// The block's rows: [first, first + count). With `fixed_point`, the
+/// scatter adds integers; the passes that first find max|c| (all but the
+/// normal pass) keep c of every row in `c` ([batch][count]) between
+/// computing it and scattering it. With `staged`, the rows are copied
 /// (generated, for rows made on the fly) once into shared memory as
 /// ELLPACK-T ([width][count], padded with zero weights), so that a pass
 /// reads no matrix bytes from L2.
@@ -265,76 +265,39 @@ __device__ __forceinline__ void publish_scale(const Shared& s, int pass, const f
     }
 }
 
-/// The normal pass, u = Aᵀ(A d), in one sweep over the rows: its scale comes
-/// from |(A d)_i| ≤ row_bound · max|d| (max|d| is gathered where d is
-/// written), so no barrier is needed between computing c and scattering it.
-/// Rows of at most 8 entries (staged) are read from shared memory once.
-template <int BMAX, class System>
-__device__ void normal_pass_fixed_point(const System& sys, const Args& a, const Shared& s,
-                                        const Rows& rows, const CgnrScalars* sc, int pass)
+/// The normal pass over staged rows of exactly W entries (padding has
+/// weight 0): the row's columns and weights stay in registers from the
+/// gather of d to the scatter.
+template <int BMAX, int W>
+__device__ void normal_pass_staged(const Args& a, const Shared& s, const Rows& rows,
+                                   const bool (&running)[BMAX], const float (&scale)[BMAX])
 {
-    float scale[BMAX];
-#pragma unroll
-    for (int b = 0; b < BMAX; ++b) {
-        const float c_max = rows.row_bound * __uint_as_float(s.d_max_bits[b]);
-        scale[b] = fixed_point_scale(__float_as_uint(c_max), rows.bound);
-        // A stopped frame's d is not kept up to date: scatter nothing for it.
-        if (b >= a.batch || sc[b].status != SolveStatus::running) scale[b] = 1.0f;
-    }
-    publish_scale<BMAX>(s, pass, scale);
-    bool running[BMAX];
-#pragma unroll
-    for (int b = 0; b < BMAX; ++b) running[b] = b < a.batch && sc[b].status == SolveStatus::running;
     int* acc = reinterpret_cast<int*>(s.acc);
-    constexpr int cached = 8;
     for (index_t l = threadIdx.x; l < rows.count; l += blockDim.x) {
+        index_t col[W];
+        float w[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            col[j] = rows.col[j * rows.count + l];
+            w[j] = rows.val[j * rows.count + l];
+        }
         float c[BMAX];
-        if (rows.staged && rows.width <= cached) {
-            index_t col[cached];
-            float w[cached];
 #pragma unroll
-            for (int j = 0; j < cached; ++j) {
-                col[j] = 0;
-                w[j] = 0.0f;
-                if (j < rows.width) {
-                    col[j] = rows.col[j * rows.count + l];
-                    w[j] = rows.val[j * rows.count + l];
-                }
+        for (int b = 0; b < BMAX; ++b) {
+            c[b] = 0.0f;
+            if (b >= a.batch) continue;
+#pragma unroll
+            for (int j = 0; j < W; ++j) c[b] += w[j] * s.d[b * a.n + col[j]];
+        }
+#pragma unroll
+        for (int b = 0; b < BMAX; ++b) {
+            if (!running[b]) continue;
+            const float cs = c[b] * scale[b];
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                const int v = __float2int_rn(cs * w[j]);
+                if (v != 0) atomicAdd(acc + b * a.n + col[j], v);
             }
-#pragma unroll
-            for (int b = 0; b < BMAX; ++b) {
-                c[b] = 0.0f;
-                if (b >= a.batch) continue;
-#pragma unroll
-                for (int j = 0; j < cached; ++j) {
-                    if (j < rows.width) c[b] += w[j] * s.d[b * a.n + col[j]];
-                }
-            }
-#pragma unroll
-            for (int b = 0; b < BMAX; ++b) {
-                if (!running[b]) continue;
-                const float cs = c[b] * scale[b];
-#pragma unroll
-                for (int j = 0; j < cached; ++j) {
-                    if (j >= rows.width) continue;
-                    const int v = __float2int_rn(cs * w[j]);
-                    if (v != 0) atomicAdd(acc + b * a.n + col[j], v);
-                }
-            }
-        } else {
-            row_values<BMAX, Pass::normal>(sys, a, s, rows, l, sc, c);
-            float cs[BMAX];
-#pragma unroll
-            for (int b = 0; b < BMAX; ++b) cs[b] = running[b] ? c[b] * scale[b] : 0.0f;
-            block_row(sys, rows, l, [&](index_t col, float w) {
-#pragma unroll
-                for (int b = 0; b < BMAX; ++b) {
-                    if (!running[b]) continue;
-                    const int v = __float2int_rn(cs[b] * w);
-                    if (v != 0) atomicAdd(acc + b * a.n + col, v);
-                }
-            });
-            continue;
         }
         if (a.cgls1) {
 #pragma unroll
@@ -342,6 +305,56 @@ __device__ void normal_pass_fixed_point(const System& sys, const Args& a, const 
                 if (b < a.batch) a.q[static_cast<size_type>(b) * a.m + rows.first + l] = c[b];
             }
         }
+    }
+}
+
+/// The normal pass, u = Aᵀ(A d), in one sweep over the rows: its scale comes
+/// from |(A d)_i| ≤ row_bound · max|d| (max|d| is gathered where d is
+/// written), so no barrier is needed between computing c and scattering it.
+/// Staged rows of up to 6 entries (the paper matrices have 5 or 6) go
+/// through a loop unrolled for their width; wider rows through the general
+/// loop (unrolled paths for 7 and 8 raised the kernel's register spills
+/// from ~60 to ~140 bytes).
+template <int BMAX, class System>
+__device__ void normal_pass_fixed_point(const System& sys, const Args& a, const Shared& s,
+                                        const Rows& rows, const CgnrScalars* sc, int pass)
+{
+    // A stopped frame's d is not kept up to date: scatter nothing for it.
+    bool running[BMAX];
+    float scale[BMAX];
+#pragma unroll
+    for (int b = 0; b < BMAX; ++b) {
+        running[b] = b < a.batch && sc[b].status == SolveStatus::running;
+        const float c_max = rows.row_bound * __uint_as_float(s.d_max_bits[b]);
+        scale[b] = running[b] ? fixed_point_scale(__float_as_uint(c_max), rows.bound) : 1.0f;
+    }
+    publish_scale<BMAX>(s, pass, scale);
+    if (rows.staged) {
+        switch (rows.width) {
+        case 1: normal_pass_staged<BMAX, 1>(a, s, rows, running, scale); return;
+        case 2: normal_pass_staged<BMAX, 2>(a, s, rows, running, scale); return;
+        case 3: normal_pass_staged<BMAX, 3>(a, s, rows, running, scale); return;
+        case 4: normal_pass_staged<BMAX, 4>(a, s, rows, running, scale); return;
+        case 5: normal_pass_staged<BMAX, 5>(a, s, rows, running, scale); return;
+        case 6: normal_pass_staged<BMAX, 6>(a, s, rows, running, scale); return;
+        default: break;
+        }
+    }
+    int* acc = reinterpret_cast<int*>(s.acc);
+    for (index_t l = threadIdx.x; l < rows.count; l += blockDim.x) {
+        float c[BMAX];
+        row_values<BMAX, Pass::normal>(sys, a, s, rows, l, sc, c);
+        float cs[BMAX];
+#pragma unroll
+        for (int b = 0; b < BMAX; ++b) cs[b] = running[b] ? c[b] * scale[b] : 0.0f;
+        block_row(sys, rows, l, [&](index_t col, float w) {
+#pragma unroll
+            for (int b = 0; b < BMAX; ++b) {
+                if (!running[b]) continue;
+                const int v = __float2int_rn(cs[b] * w);
+                if (v != 0) atomicAdd(acc + b * a.n + col, v);
+            }
+        });
     }
 }
 
@@ -462,7 +475,10 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
                              unsigned* scratch, float* free_smem)
 {
     Rows rows{};
-    const index_t per_block = (a.m + gridDim.x - 1) / gridDim.x;
+    // Ranges start at multiples of 32 rows, so that a warp's 32 rows are
+    // one slice of a sliced ELL matrix, whose entries are ordered to spread
+    // each step over the shared-memory banks (recon::EntryOrder::spread_banks).
+    const index_t per_block = ((a.m + gridDim.x - 1) / gridDim.x + 31) / 32 * 32;
     rows.first = min(a.m, static_cast<index_t>(blockIdx.x) * per_block);
     rows.count = min(a.m, rows.first + per_block) - rows.first;
     if (threadIdx.x < 3) scratch[threadIdx.x] = 0;
@@ -499,7 +515,8 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
     rows.bound = __uint_as_float(scratch[1]);
     // Rounding: the float sums above may sit an ulp below the exact ones.
     rows.row_bound = __uint_as_float(scratch[2]) * 1.001f;
-    const std::size_t c_bytes = sizeof(float) * static_cast<std::size_t>(a.batch) * rows.count;
+    // From the common range length, so that every block agrees.
+    const std::size_t c_bytes = sizeof(float) * static_cast<std::size_t>(a.batch) * per_block;
     const std::size_t staged_bytes = (sizeof(float) + sizeof(unsigned short)) *
                                      static_cast<std::size_t>(rows.width) * rows.count;
     rows.fixed_point = a.rows_mode != rows_float_atomics && c_bytes <= a.row_bytes ? 1 : 0;
@@ -529,10 +546,6 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
     return rows;
 }
 
-/// Adds this block's image to the global slot of `pass`, waits for every
-/// block, clears the slot two passes ahead (read by everyone a pass ago,
-/// written again only after the next grid sync), and loads the sum into
-/// `out` for the thread's elements. Leaves the shared image zeroed.
 /// The two-phase form of gather_image: every block writes its image out;
 /// after a grid sync each block sums a slice of the elements over all
 /// blocks' images (in block order) into the slot; after a second sync every
@@ -582,22 +595,17 @@ __device__ void gather_image_two_phase(cg::grid_group& grid, const Args& a, cons
     ++pass;
 }
 
-template <int BMAX, int EPT>
-__device__ void gather_image(cg::grid_group& grid, const Args& a, const Shared& s,
-                             const Rows& rows, int& pass, float (&out)[EPT],
-                             PhaseClock* clock = nullptr)
+/// Adds this block's image to the global slot (staggered: each block
+/// starts at its own offset, so that the blocks' adds to one address are
+/// spread over time instead of all arriving at once). Leaves it zeroed.
+template <int BMAX>
+__device__ void flush_block(const Args& a, const Shared& s, const Rows& rows, int pass,
+                            float* slot)
 {
-    if (a.partial != nullptr) {
-        gather_image_two_phase<BMAX>(grid, a, s, rows, pass, out);
-        return;
-    }
-    const int total = a.batch * a.n;
     __syncthreads();
+    const int total = a.batch * a.n;
     float unscale[BMAX];
     fixed_point_unscale<BMAX>(s, pass, unscale);
-    float* slot = a.ubuf + static_cast<size_type>(pass % 3) * total;
-    // Each block starts at its own offset, so that the blocks' adds to one
-    // address are spread over time instead of all arriving at once.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (a.n % 4 == 0) {
         // sm_90's vector atomics: one add of four floats (no frame straddles
@@ -615,17 +623,33 @@ __device__ void gather_image(cg::grid_group& grid, const Args& a, const Shared& 
                 atomicAdd(reinterpret_cast<float4*>(slot + j), v);
             }
         }
-    } else
-#endif
-    {
-        const int start =
-            static_cast<int>((static_cast<long long>(blockIdx.x) * total) / gridDim.x);
-        for (int j0 = threadIdx.x; j0 < total; j0 += blockDim.x) {
-            const int j = j0 + start < total ? j0 + start : j0 + start - total;
-            const float v = take_image<BMAX>(a, s, rows, unscale, j);
-            if (v != 0.0f) atomicAdd(slot + j, v);
-        }
+        return;
     }
+#endif
+    const int start = static_cast<int>((static_cast<long long>(blockIdx.x) * total) / gridDim.x);
+    for (int j0 = threadIdx.x; j0 < total; j0 += blockDim.x) {
+        const int j = j0 + start < total ? j0 + start : j0 + start - total;
+        const float v = take_image<BMAX>(a, s, rows, unscale, j);
+        if (v != 0.0f) atomicAdd(slot + j, v);
+    }
+}
+
+/// Adds the blocks' images of `pass` into its global slot, waits for every
+/// block, clears the slot two passes ahead (read by everyone a pass ago,
+/// written again only after the next grid sync), and loads the sum into
+/// `out` for the thread's elements. Leaves the shared image zeroed.
+template <int BMAX, int EPT>
+__device__ void gather_image(cg::grid_group& grid, const Args& a, const Shared& s,
+                             const Rows& rows, int& pass, float (&out)[EPT],
+                             PhaseClock* clock = nullptr)
+{
+    if (a.partial != nullptr) {
+        gather_image_two_phase<BMAX>(grid, a, s, rows, pass, out);
+        return;
+    }
+    const int total = a.batch * a.n;
+    float* slot = a.ubuf + static_cast<size_type>(pass % 3) * total;
+    flush_block<BMAX>(a, s, rows, pass, slot);
     if (clock != nullptr) clock->mark(ph_flush);
     grid.sync();
     if (clock != nullptr) clock->mark(ph_sync);
