@@ -97,6 +97,9 @@ BenchProblem make_bench_problem(const std::string& which)
     recon::CsrMatrix csr = p.on_the_fly->materialize();
     p.sliced_ell = std::make_unique<recon::StoredMatrix>(csr, recon::MatrixLayout::sliced_ell,
                                                          p.name);
+    p.sliced_ell_by_column = std::make_unique<recon::StoredMatrix>(
+        csr, recon::MatrixLayout::sliced_ell, p.name, recon::ImageShape{},
+        recon::EntryOrder::by_column);
     p.csr = std::make_unique<recon::StoredMatrix>(std::move(csr), recon::MatrixLayout::csr,
                                                   p.name);
     const auto m = static_cast<std::size_t>(p.csr->rows());

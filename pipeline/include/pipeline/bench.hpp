@@ -77,6 +77,7 @@ struct BenchProblem {
     std::unique_ptr<recon::Synthetic> on_the_fly;
     std::unique_ptr<recon::StoredMatrix> csr;
     std::unique_ptr<recon::StoredMatrix> sliced_ell;
+    std::unique_ptr<recon::StoredMatrix> sliced_ell_by_column;  // entries in column order
     std::vector<float> x, y, b;
 
     std::string describe() const;  // "320000 x 3000, 1800000 nonzeros"
