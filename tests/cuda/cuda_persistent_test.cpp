@@ -199,5 +199,22 @@ INSTANTIATE_TEST_SUITE_P(Modes, PersistentRows,
                                             ::testing::Values(CgnrForm::fused, CgnrForm::cgls1)),
                          case_name);
 
+TEST(PersistentRowsMode, AnUnknownModeIsRejectedByName)
+{
+    RECON_REQUIRE_GPU();
+    const Synthetic model{2000, 300, 10000, 5};
+    SolverOptions o;
+    o.launch = SolveLaunch::persistent;
+    o.max_iterations = 3;
+    const RowsMode rows{"sideways"};
+    try {
+        solve_cgnr(model, Regularizer{}, o, gpu(), std::vector<float>(2000, 1.0f));
+        FAIL() << "expected an error";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string{e.what()}.find("RECON_PERSISTENT_ROWS"), std::string::npos) << e.what();
+        EXPECT_NE(std::string{e.what()}.find("sideways"), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace recon
