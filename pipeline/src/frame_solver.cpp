@@ -92,12 +92,8 @@ FrameSolver::FrameSolver(SystemModels& models, SolveSettings settings,
     const bool overlaps =
         !exec_.is_cpu() && settings_.solver.launch != recon::SolveLaunch::host_loop;
     capacity_ = frames_in_flight > 0 ? frames_in_flight : (overlaps ? 2 : 1);
-    if (exec_.is_cpu() && capacity_ == 1) {
-        timer_ = make_stage_timer(exec_);
-        return;
-    }
-    // Streams, slots and events (on the CPU they run everything in order
-    // at once, which is how the slot logic is tested without a device).
+    // Streams, slots and events: on the CPU they run everything in order at
+    // once, so submit() does all the work there.
     compute_ = std::make_unique<kernels::Stream>(exec_);
     copy_ = std::make_unique<kernels::Stream>(exec_);
     for (int k = 0; k < capacity_; ++k) {
@@ -109,8 +105,8 @@ FrameSolver::~FrameSolver()
 {
     // The slots' buffers must outlive the work queued on them.
     try {
-        if (compute_) compute_->synchronize();
-        if (copy_) copy_->synchronize();
+        compute_->synchronize();
+        copy_->synchronize();
     } catch (const std::exception&) {
         // A device error has already been reported by the frame it hit.
     }
@@ -121,9 +117,8 @@ FrameSolver::Sensor& FrameSolver::sensor(const std::string& name)
     if (const auto it = sensors_.find(name); it != sensors_.end()) return it->second;
     Sensor s;
     s.model = &models_.get(name);
-    const kernels::Executor on = compute_ ? compute_->executor() : exec_;
     s.solver = std::make_unique<recon::CgnrSolver>(*s.model, settings_.regularizer,
-                                                   settings_.solver, on);
+                                                   settings_.solver, compute_->executor());
     return sensors_.emplace(name, std::move(s)).first->second;
 }
 
@@ -175,20 +170,13 @@ void FrameSolver::submit(const QueuedFrame& item, Clock::time_point dequeued)
         throw std::logic_error{"FrameSolver::submit: " + std::to_string(capacity_) +
                                " frames in flight already (finish one first)"};
     }
-    if (compute_) {
-        submit_to_slot(item, dequeued);
-    } else {
-        solved_.push_back(solve_now(item, dequeued));
-    }
+    submit_to_slot(item, dequeued);
 }
 
 Reconstruction FrameSolver::finish()
 {
     if (in_flight() == 0) throw std::logic_error{"FrameSolver::finish: no frame in flight"};
-    if (compute_) return finish_slot();
-    Reconstruction out = std::move(solved_.front());
-    solved_.pop_front();
-    return out;
+    return finish_slot();
 }
 
 bool FrameSolver::oldest_ready() const
@@ -210,46 +198,7 @@ Reconstruction FrameSolver::solve(const QueuedFrame& item, Clock::time_point deq
     return finish();
 }
 
-// --- one frame at a time, in order (the CPU) -----------------------------------
-
-Reconstruction FrameSolver::solve_now(const QueuedFrame& item, Clock::time_point dequeued)
-{
-    const sensors::Frame& frame = item.frame;
-    Sensor& s = checked_sensor(frame);
-    recon::CgnrSolver& solver = *s.solver;
-    Reconstruction out = describe(item, s, dequeued);
-    const auto m = static_cast<kernels::size_type>(frame.data.size());
-
-    // upload: b, and x0 = zeros unless warm-starting from this sensor's
-    // previous image, which is still in the solver's image buffer.
-    timer_->start(Stage::upload);
-    kernels::copy(exec_, solver.input(), kernels::Executor::cpu(),
-                  kernels::View<const float>{frame.data.data(), m});
-    if (!(settings_.warm_start && s.has_previous)) kernels::fill(exec_, solver.image(), 0.0f);
-    timer_->stop(Stage::upload);
-
-    timer_->start(Stage::solve);
-    solver.solve();
-    timer_->stop(Stage::solve);
-    out.result = solver.results().front();
-
-    timer_->start(Stage::download);
-    out.image.resize(static_cast<std::size_t>(out.shape.size()));
-    kernels::copy(kernels::Executor::cpu(),
-                  kernels::View<float>{out.image.data(), out.shape.size()}, exec_,
-                  kernels::View<const float>{solver.image().data, solver.image().size});
-    exec_.synchronize();
-    timer_->stop(Stage::download);
-
-    for (const Stage stage : {Stage::upload, Stage::solve, Stage::download}) {
-        out.times[stage] = timer_->elapsed_ms(stage);
-    }
-    // A failed solve (breakdown, non-finite data) must not seed the next frame.
-    s.has_previous = good(out.result.status);
-    return out;
-}
-
-// --- frames in flight in slots (CUDA) ------------------------------------------
+// --- frames in flight in slots ------------------------------------------------
 
 void FrameSolver::submit_to_slot(const QueuedFrame& item, Clock::time_point dequeued)
 {

@@ -49,10 +49,10 @@ struct SolveSettings {
 
 /// One worker's solvers. Not thread-safe: one FrameSolver per worker thread.
 ///
-/// On the CPU a frame is solved synchronously in submit(). On a CUDA
-/// executor up to two frames are in flight: each takes one of two slots
-/// (pinned host staging for b and for the image, device staging for b,
-/// events, a stage timer). A frame's b is staged in pinned memory and
+/// Each frame in flight takes one of the slots (pinned host staging for b
+/// and for the image, device staging for b, events, a stage timer). On the
+/// CPU the streams run everything at once, so submit() solves the frame. On
+/// a CUDA executor up to two frames are in flight. A frame's b is staged in pinned memory and
 /// uploaded on a copy stream while the frame before it solves on the
 /// compute stream; the compute stream then waits for the upload, copies the
 /// staging buffer into the solver's input (so a running solve never sees
@@ -66,7 +66,7 @@ class FrameSolver {
 public:
     /// `frames_in_flight`: 0 chooses (2 on a CUDA executor unless the solver
     /// launches a host loop, else 1); 1 or 2 force it, on any executor (2
-    /// on the CPU runs the slot logic in order, for tests). Throws
+    /// on the CPU queues two frames in order, for tests). Throws
     /// std::invalid_argument for another value or bad solver options.
     FrameSolver(SystemModels& models, SolveSettings settings, const kernels::Executor& exec,
                 int frames_in_flight = 0);
@@ -82,7 +82,7 @@ public:
     /// Frames that may be in flight at once (see the constructor).
     int capacity() const { return capacity_; }
     /// Frames submitted and not yet finished.
-    int in_flight() const { return static_cast<int>(order_.size() + solved_.size()); }
+    int in_flight() const { return static_cast<int>(order_.size()); }
 
     /// Starts a frame (precondition: in_flight() < capacity()): on CUDA it
     /// queues upload, solve and download and returns without waiting; on the
@@ -127,7 +127,6 @@ private:
     Sensor& checked_sensor(const sensors::Frame& frame);
     Reconstruction describe(const QueuedFrame& item, const Sensor& s,
                             Clock::time_point dequeued) const;
-    Reconstruction solve_now(const QueuedFrame& item, Clock::time_point dequeued);
     void submit_to_slot(const QueuedFrame& item, Clock::time_point dequeued);
     /// Queues on the compute stream: wait for the slot's upload, b into the
     /// solver, x0, solve, download of image and results, `done` event.
@@ -143,11 +142,9 @@ private:
     SolveSettings settings_;
     kernels::Executor exec_;
     int capacity_ = 1;
-    // With slots only; declared before the buffers so that they outlive them.
+    // Declared before the buffers so that they outlive them.
     std::unique_ptr<kernels::Stream> compute_, copy_;
     std::map<std::string, Sensor> sensors_;
-    std::unique_ptr<StageTimer> timer_;             // without slots
-    std::deque<Reconstruction> solved_;             // without slots: solved by submit()
     std::vector<std::unique_ptr<Flight>> flights_;  // the slots
     std::deque<Flight*> order_;                     // in slots, oldest first
 };
