@@ -65,6 +65,8 @@ struct Args {
     unsigned row_bytes;  // dynamic shared memory after the images, for c and staged rows
     int rows_mode;       // RowsMode
     int phases;          // print block 0's cycles per phase (RECON_PERSISTENT_PHASES)
+    int one_reduction;   // 0: two block reductions per iteration everywhere
+                         // (RECON_PERSISTENT_TWO_REDUCTIONS, for comparing)
 };
 
 /// Where an iteration's time goes, as block 0's thread 0 sees it (waits at
@@ -74,8 +76,8 @@ enum Phase : int {
     ph_flush,      // the block image into the global one
     ph_sync,       // the grid sync (waits for the slowest block)
     ph_load,       // the summed image into registers
-    ph_partials,   // the element loops of both dot-product steps, up to their first barrier
-    ph_alpha,      // α from the partial sums (warp 0), published
+    ph_partials,   // the element loops of the dot-product steps, up to their first barrier
+    ph_alpha,      // α (and β in the one-reduction step) from the partial sums (warp 0), published
     ph_step,       // x, h (and any extra pass)
     ph_beta,       // g, two dot products, β and the stop tests
     ph_direction,  // d (and the regularizer state)
@@ -665,21 +667,69 @@ __device__ void gather_image(cg::grid_group& grid, const Args& a, const Shared& 
     ++pass;
 }
 
+/// The smallest power of two ≥ n.
+constexpr int power_of_two_at_least(int n)
+{
+    int p = 1;
+    while (p < n) p *= 2;
+    return p;
+}
+
+/// Sums P values (P a power of two ≤ 32) over a warp. At each of the first
+/// log2(P) steps a lane keeps one half of its values and trades the other
+/// half with its partner, so the warp shuffles 2(P − 1) + 2 log2(32 / P)
+/// times (doubles are two shuffles each) instead of 10 P. Returns, on every
+/// lane, the warp's sum of value lane / (32 / P). Overwrites w.
+template <int P>
+__device__ __forceinline__ double warp_sum_scatter(double (&w)[P])
+{
+    static_assert(P >= 1 && P <= 32 && (P & (P - 1)) == 0, "P: a power of two up to 32");
+    const int lane = threadIdx.x % 32;
+    int offset = 16;
+#pragma unroll
+    for (int count = P; count > 1; count /= 2, offset /= 2) {
+        const bool upper = (lane & offset) != 0;
+#pragma unroll
+        for (int i = 0; i < count / 2; ++i) {
+            const double send = upper ? w[i] : w[i + count / 2];
+            const double keep = upper ? w[i + count / 2] : w[i];
+            w[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+        }
+    }
+    double t = w[0];
+#pragma unroll
+    for (; offset > 0; offset /= 2) t += __shfl_xor_sync(0xffffffffu, t, offset);
+    return t;
+}
+
+/// The most partial sums per frame that one reduction takes (the
+/// one-reduction step's f, gᵀd, hᵀu, uᵀu, hᵀh).
+constexpr int max_sums_per_frame = 5;
+
+/// What an update reports for its frame (published with the scalars).
+enum StepFlags : int {
+    step_taken = 1,  // α was applied: x and h move
+    beta_known = 2,  // β (and the stop tests) done: d moves
+};
+
 /// The frames' CGNR scalars. reduce() sums each thread's partials over the
-/// block in double (warps to lane 0, lane 0s through `red`, one
-/// barrier), then warp 0 alone finishes the sums and its lane 0 updates the
-/// state (α, β, guards and stop tests: the CPU's code) and publishes what
-/// the element loops need; after the second barrier every thread keeps
-/// those in registers. One thread does the double divisions; every thread
-/// doing them measured slower (the FP64 pipe is shared by the SM's warps).
+/// block in double (warp sums by halving exchanges, the warps' sums through
+/// `red`, one barrier), then warp 0 alone finishes the sums and its lane 0
+/// updates the state (α, β, guards and stop tests: the CPU's code) and
+/// publishes what the element loops need; after the second barrier every
+/// thread keeps those in registers. One thread does the double divisions;
+/// every thread doing them measured slower (the FP64 pipe is shared by the
+/// SM's warps).
 template <int BMAX>
 struct BlockScalars {
     CgnrScalars* state;  // [BMAX], shared
-    double* red;         // [warps][2 BMAX], shared
+    double* red;         // [warps][max_sums_per_frame BMAX], shared
     float* published;    // [3][BMAX], shared: running (0/1), α, β
+    int* published_flags;  // [BMAX], shared: the updates' StepFlags
     bool running[BMAX];
     float alpha[BMAX];
     float beta[BMAX];
+    int flags[BMAX];
 
     __device__ const CgnrScalars* now() const { return state; }
 
@@ -691,33 +741,51 @@ struct BlockScalars {
         return any;
     }
 
-    /// Sums v over the block and applies `update(state, frame, t0, t1)` to
-    /// every frame of the batch.
-    template <class Update>
-    __device__ void reduce(const Args& a, const double (&v)[2 * BMAX], Update&& update,
+    /// Sums v (K values per frame) over the block and applies
+    /// `update(state, frame, totals)` to every frame of the batch; its
+    /// return value (StepFlags) is published. Overwrites v.
+    template <int K, class Update>
+    __device__ void reduce(const Args& a, double (&v)[K * BMAX], Update&& update,
                            PhaseClock* clock = nullptr)
     {
+        static_assert(K <= max_sums_per_frame, "red holds max_sums_per_frame per frame");
+        constexpr int N = K * BMAX;
+        // In chunks of up to 8 values (16 registers), lest batches spill.
+        constexpr int C = power_of_two_at_least(N < 8 ? N : 8);
+        constexpr int span = 32 / C;  // lanes that end with the same value
         const int lane = threadIdx.x % 32;
         const int warp = threadIdx.x / 32;
 #pragma unroll
-        for (int k = 0; k < 2 * BMAX; ++k) {
-            double t = v[k];
-            for (int o = 16; o > 0; o /= 2) t += __shfl_down_sync(0xffffffffu, t, o);
-            if (lane == 0) red[warp * 2 * BMAX + k] = t;
+        for (int c0 = 0; c0 < N; c0 += C) {
+            double w[C];
+#pragma unroll
+            for (int k = 0; k < C; ++k) w[k] = c0 + k < N ? v[c0 + k] : 0.0;
+            const double t = warp_sum_scatter<C>(w);
+            if (lane % span == 0 && c0 + lane / span < N) red[warp * N + c0 + lane / span] = t;
         }
         __syncthreads();
         if (clock != nullptr) clock->mark(ph_partials);
         if (warp == 0) {
-            double totals[2 * BMAX];
+            static_assert(warps == 32, "warp 0's lanes take one warp's sums each");
 #pragma unroll
-            for (int k = 0; k < 2 * BMAX; ++k) {
-                double t = lane < warps ? red[lane * 2 * BMAX + k] : 0.0;
-                for (int o = 16; o > 0; o /= 2) t += __shfl_down_sync(0xffffffffu, t, o);
-                totals[k] = t;
+            for (int c0 = 0; c0 < N; c0 += C) {
+                double w[C];
+#pragma unroll
+                for (int k = 0; k < C; ++k) w[k] = c0 + k < N ? red[lane * N + c0 + k] : 0.0;
+                const double total = warp_sum_scatter<C>(w);
+#pragma unroll
+                for (int k = 0; k < C && c0 + k < N; ++k) {
+                    v[c0 + k] = __shfl_sync(0xffffffffu, total, k * span);
+                }
             }
             if (lane == 0) {
-                for (int f = 0; f < a.batch; ++f) {
-                    update(state[f], f, totals[2 * f], totals[2 * f + 1]);
+#pragma unroll
+                for (int f = 0; f < BMAX; ++f) {
+                    if (f >= a.batch) break;
+                    double totals[K];  // (constant indices: v stays in registers)
+#pragma unroll
+                    for (int k = 0; k < K; ++k) totals[k] = v[K * f + k];
+                    published_flags[f] = update(state[f], f, totals);
                     published[f] = state[f].status == SolveStatus::running ? 1.0f : 0.0f;
                     published[BMAX + f] = static_cast<float>(state[f].alpha);
                     published[2 * BMAX + f] = static_cast<float>(state[f].beta);
@@ -730,6 +798,7 @@ struct BlockScalars {
             running[f] = f < a.batch && published[f] != 0.0f;
             alpha[f] = published[BMAX + f];
             beta[f] = published[2 * BMAX + f];
+            flags[f] = f < a.batch ? published_flags[f] : 0;
         }
     }
 };
@@ -806,16 +875,133 @@ __device__ __forceinline__ void max_to_frame(unsigned (&bits)[BMAX], int frame, 
     }
 }
 
-template <int BMAX>
-__device__ void add_to_frame(double (&v)[2 * BMAX], int frame, double v0, double v1)
+/// v[frame][k] += terms[k] (v holds K sums per frame).
+template <int BMAX, int K>
+__device__ __forceinline__ void add_to_frame(double (&v)[K * BMAX], int frame,
+                                             const double (&terms)[K])
 {
 #pragma unroll
     for (int f = 0; f < BMAX; ++f) {
         if (f == frame) {
-            v[2 * f] += v0;
-            v[2 * f + 1] += v1;
+#pragma unroll
+            for (int k = 0; k < K; ++k) v[K * f + k] += terms[k];
         }
     }
+}
+
+/// d = −g + β d at element e of `frame`; folds |d| into the frame's bits.
+template <int BMAX>
+__device__ __forceinline__ void move_direction(const Shared& s, const BlockScalars<BMAX>& sc,
+                                               int frame, int e, float g, unsigned (&bits)[BMAX])
+{
+    const float dj = -g + of_frame<BMAX>(sc.beta, frame) * s.d[e];
+    s.d[e] = dj;
+    max_to_frame<BMAX>(bits, frame, fabsf(dj));
+}
+
+/// d_{k+1} = −g_{k+1} + β_k d_k for the frames still running, and their
+/// max|d| (for the next normal pass's scale).
+template <int BMAX, int EPT>
+__device__ void direction_step(const Args& a, const Shared& s, const BlockScalars<BMAX>& sc,
+                               const float (&g)[EPT])
+{
+    unsigned d_bits[BMAX];
+#pragma unroll
+    for (int b = 0; b < BMAX; ++b) d_bits[b] = 0;
+#pragma unroll
+    for (int j = 0; j < EPT; ++j) {
+        const Element el = element_of(a, j);
+        if (!el.valid || !of_frame<BMAX>(sc.running, el.frame)) continue;
+        move_direction<BMAX>(s, sc, el.frame, threadIdx.x + j * block_threads, g[j], d_bits);
+    }
+    note_d_max<BMAX>(s, d_bits);
+}
+
+/// The image-space part of an iteration with one block reduction instead of
+/// two, for the fused form without a regularizer when no residual
+/// replacement follows (g = h, e = u): f = dᵀu, gᵀd, hᵀu, uᵀu and hᵀh in
+/// one pass give α and, expanded (cgnr_scalars_end_expanded), β; then x, h
+/// and d move in one loop. A frame whose expansion cancels gets β summed
+/// over its new h, as in the general step (rare: the gradient must shrink
+/// ~30x in one iteration). Saves a reduction's two barriers, warp 0's
+/// second stage and an element loop per iteration.
+template <int BMAX, int EPT>
+__device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<BMAX>& sc,
+                                   float (&h)[EPT], float (&g)[EPT], const float (&u)[EPT],
+                                   PhaseClock& clock)
+{
+    constexpr int K = max_sums_per_frame;
+    double v[K * BMAX];
+#pragma unroll
+    for (int k = 0; k < K * BMAX; ++k) v[k] = 0.0;
+#pragma unroll
+    for (int j = 0; j < EPT; ++j) {
+        const Element el = element_of(a, j);
+        if (!el.valid) continue;
+        const double dj = s.d[threadIdx.x + j * block_threads];
+        const double uj = u[j];
+        const double hj = h[j];
+        add_to_frame<BMAX, K>(v, el.frame, {dj * uj, hj * dj, hj * uj, uj * uj, hj * hj});
+    }
+    sc.template reduce<K>(a, v, [&](CgnrScalars& state, int, const double* t) {
+        if (state.status != SolveStatus::running) return 0;
+        state.f = t[0];
+        state.gd = t[1];
+        if (!cgnr_scalars_alpha(state)) return 0;
+        const double step = static_cast<float>(state.alpha);  // the α the elements take
+        const bool known = cgnr_scalars_end_expanded(state, a.params, step, t[2], t[3], t[4]);
+        return step_taken | (known ? beta_known : 0);
+    }, &clock);
+    clock.mark(ph_alpha);
+    bool all_known = true;
+#pragma unroll
+    for (int f = 0; f < BMAX; ++f) {
+        if ((sc.flags[f] & step_taken) != 0 && (sc.flags[f] & beta_known) == 0) all_known = false;
+    }
+    // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;  with β known,
+    // d_{k+1} = −h_{k+1} + β_k d_k
+    unsigned d_bits[BMAX];
+#pragma unroll
+    for (int b = 0; b < BMAX; ++b) d_bits[b] = 0;
+#pragma unroll
+    for (int j = 0; j < EPT; ++j) {
+        const Element el = element_of(a, j);
+        if (!el.valid) continue;
+        const int e = threadIdx.x + j * block_threads;
+        if ((of_frame<BMAX>(sc.flags, el.frame) & step_taken) != 0) {
+            const float alpha = of_frame<BMAX>(sc.alpha, el.frame);
+            s.x[e] += alpha * s.d[e];
+            h[j] += alpha * u[j];
+        }
+        g[j] = h[j];
+        if (all_known && of_frame<BMAX>(sc.running, el.frame)) {
+            move_direction<BMAX>(s, sc, el.frame, e, g[j], d_bits);
+        }
+    }
+    clock.mark(ph_step);
+    if (all_known) {
+        note_d_max<BMAX>(s, d_bits);
+        return;
+    }
+    // The expansion cancelled for some frame: β from the new vectors.
+    double ge_gg[2 * BMAX];
+#pragma unroll
+    for (int k = 0; k < 2 * BMAX; ++k) ge_gg[k] = 0.0;
+#pragma unroll
+    for (int j = 0; j < EPT; ++j) {
+        const Element el = element_of(a, j);
+        if (!el.valid) continue;
+        const double gj = g[j];
+        add_to_frame<BMAX, 2>(ge_gg, el.frame, {gj * u[j], gj * gj});
+    }
+    sc.template reduce<2>(a, ge_gg, [&](CgnrScalars& state, int f, const double* t) {
+        const int flags = of_frame<BMAX>(sc.flags, f);
+        if (state.status != SolveStatus::running || (flags & beta_known) != 0) return flags;
+        cgnr_scalars_end(state, a.params, t[0], t[1]);
+        return flags | beta_known;
+    }, &clock);
+    clock.mark(ph_beta);
+    direction_step<BMAX>(a, s, sc, g);
 }
 
 /// Prints block 0's cycles per iteration in each phase, and the most any
@@ -848,10 +1034,13 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     cg::grid_group grid = cg::this_grid();
     extern __shared__ float smem[];
     __shared__ CgnrScalars scalar_state[BMAX];
-    __shared__ double red[warps * 2 * BMAX];
+    // The block reduction's warp sums and the two-phase combine's partial
+    // sums share one buffer (never in use at once: barriers lie between).
+    constexpr int red_doubles = warps * max_sums_per_frame * BMAX;
+    __shared__ double red[red_doubles > block_threads / 2 ? red_doubles : block_threads / 2];
     __shared__ float scalar_published[3 * BMAX];
+    __shared__ int scalar_flags[BMAX];
 
-    __shared__ float reduction_sums[block_threads];
     __shared__ unsigned max_bits[2 * BMAX];
     __shared__ unsigned scratch[3];
     __shared__ float pass_scale[2 * BMAX];
@@ -866,7 +1055,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     }
     const int total = a.batch * a.n;
     const Shared s{smem,           smem + total,   smem + 2 * total, smem + 3 * total,
-                   reduction_sums, max_bits,       pass_scale,       d_max_bits};
+                   reinterpret_cast<float*>(red), max_bits, pass_scale, d_max_bits};
     const bool regularized = a.terms.count > 0;
 
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < 3 * total;
@@ -885,7 +1074,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
 
     int pass = 0;
     float h[EPT], g[EPT], u[EPT];
-    BlockScalars<BMAX> sc{scalar_state, red, scalar_published};
+    BlockScalars<BMAX> sc{scalar_state, red, scalar_published, scalar_flags};
     for (int f = 0; f < BMAX; ++f) {
         if (threadIdx.x == 0 && f < a.batch) scalar_state[f] = a.scalars[f];
     }
@@ -919,12 +1108,13 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         }
         s.d[threadIdx.x + j * block_threads] = -g[j];
         max_to_frame<BMAX>(d_bits, el.frame, fabsf(g[j]));
-        add_to_frame<BMAX>(v, el.frame, static_cast<double>(g[j]) * g[j],
-                           static_cast<double>(u[j]) * u[j]);
+        add_to_frame<BMAX, 2>(v, el.frame, {static_cast<double>(g[j]) * g[j],
+                                             static_cast<double>(u[j]) * u[j]});
     }
     note_d_max<BMAX>(s, d_bits);
-    sc.reduce(a, v, [&](CgnrScalars& state, int, double gg, double gg_ref) {
-        cgnr_scalars_begin(state, a.params, gg, gg_ref);
+    sc.template reduce<2>(a, v, [&](CgnrScalars& state, int, const double* t) {
+        cgnr_scalars_begin(state, a.params, t[0], t[1]);
+        return 0;
     });  // (its barriers also complete d0 and max|d|)
 
     clock.start();
@@ -939,6 +1129,17 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         // Every thread read max|d| in the normal pass (the gather's barrier
         // lies between); the d update below gathers it anew.
         if (threadIdx.x < BMAX) s.d_max_bits[threadIdx.x] = 0;
+        const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
+        // (One frame only: the 4-frame shape's 20 sums per thread spilled
+        // ~500 more bytes of registers.)
+        if constexpr (BMAX == 1) {
+            if (a.one_reduction != 0 && !regularized && !a.cgls1 && !replace) {
+                one_reduction_step<BMAX>(a, s, sc, h, g, u, clock);
+                __syncthreads();
+                clock.mark(ph_direction);
+                continue;
+            }
+        }
         // e_k = u_k + F(x_k, d_k) (into the idle scatter image);
         // f_k = d_kᵀ e_k;  g_kᵀ d_k
 #pragma unroll
@@ -954,14 +1155,15 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
             }
             s.acc[e] = ej;
             const double dj = s.d[e];
-            add_to_frame<BMAX>(v, el.frame, dj * ej, static_cast<double>(g[j]) * dj);
+            add_to_frame<BMAX, 2>(v, el.frame, {dj * ej, static_cast<double>(g[j]) * dj});
         }
         // α_k = −(g_kᵀ d_k) / f_k, guarded
-        sc.reduce(a, v, [&](CgnrScalars& state, int, double f, double gd) {
-            if (state.status != SolveStatus::running) return;
-            state.f = f;
-            state.gd = gd;
+        sc.template reduce<2>(a, v, [&](CgnrScalars& state, int, const double* t) {
+            if (state.status != SolveStatus::running) return 0;
+            state.f = t[0];
+            state.gd = t[1];
             cgnr_scalars_alpha(state);
+            return 0;
         }, &clock);
         clock.mark(ph_alpha);
         // x_{k+1} = x_k + α_k d_k;  fused: h_{k+1} = h_k + α_k u_k
@@ -987,7 +1189,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
             __syncthreads();
             row_pass<BMAX, Pass::cgls1_r>(sys, a, s, rows, sc.now(), pass);
             gather_image<BMAX>(grid, a, s, rows, pass, h);
-        } else if (a.replacement > 0 && (k + 1) % a.replacement == 0) {
+        } else if (replace) {
             // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b)
 #pragma unroll
             for (int j = 0; j < EPT; ++j) {
@@ -1021,27 +1223,16 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
                 g[j] += regularizer_at(a, s.state, s.x + el.frame * a.n, el.frame, el.i);
             }
             const double gj = g[j];
-            add_to_frame<BMAX>(v, el.frame, gj * u[j], gj * gj);
+            add_to_frame<BMAX, 2>(v, el.frame, {gj * u[j], gj * gj});
         }
         // β_k and the stop tests
-        sc.reduce(a, v, [&](CgnrScalars& state, int, double ge, double gg) {
-            if (state.status != SolveStatus::running) return;
-            cgnr_scalars_end(state, a.params, ge, gg);
+        sc.template reduce<2>(a, v, [&](CgnrScalars& state, int, const double* t) {
+            if (state.status != SolveStatus::running) return 0;
+            cgnr_scalars_end(state, a.params, t[0], t[1]);
+            return 0;
         }, &clock);
         clock.mark(ph_beta);
-        // d_{k+1} = −g_{k+1} + β_k d_k
-#pragma unroll
-        for (int b = 0; b < BMAX; ++b) d_bits[b] = 0;
-#pragma unroll
-        for (int j = 0; j < EPT; ++j) {
-            const Element el = element_of(a, j);
-            if (!el.valid || !of_frame<BMAX>(sc.running, el.frame)) continue;
-            const int e = threadIdx.x + j * block_threads;
-            const float dj = -g[j] + of_frame<BMAX>(sc.beta, el.frame) * s.d[e];
-            s.d[e] = dj;
-            max_to_frame<BMAX>(d_bits, el.frame, fabsf(dj));
-        }
-        note_d_max<BMAX>(s, d_bits);
+        direction_step<BMAX>(a, s, sc, g);
         // the lag moves on: state from x_{k+1}
         if (regularized) prepare_state(a, s);
         __syncthreads();
@@ -1176,7 +1367,8 @@ void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p
               nullptr,
               0,
               rows_mode_from_environment(),
-              std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0};
+              std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0,
+              std::getenv("RECON_PERSISTENT_TWO_REDUCTIONS") != nullptr ? 0 : 1};
     if (p.two_phase_reduction) {
         if (sm_count(exec) > max_persistent_blocks) {
             throw std::runtime_error{"persistent CGNR kernel: more SMs than workspace blocks"};

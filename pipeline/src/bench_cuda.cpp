@@ -276,6 +276,8 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
     const std::vector<Variant> variants{
         {"ours one launch (persistent), ELLPACK-T staged, entries in column order",
          p.sliced_ell_by_column.get(), "RECON_PERSISTENT_ROWS", "auto"},
+        {"ours one launch (persistent, two block reductions per iteration), ELLPACK-T staged",
+         p.sliced_ell.get(), "RECON_PERSISTENT_TWO_REDUCTIONS", "1"},
         {"ours one launch (persistent, two-phase sums), ELLPACK-T staged", p.sliced_ell.get(),
          "RECON_PERSISTENT_TWO_PHASE", "1"},
         {"ours one launch (persistent), ELLPACK-T read from L2 every pass", p.sliced_ell.get(),

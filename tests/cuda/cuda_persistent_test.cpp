@@ -189,6 +189,68 @@ TEST_P(PersistentRows, MatchesTheHostLoopOnAStoredMatrixOrderedForBanks)
     EXPECT_LE(test::rel_error(x, x_ref), 1e-3);
 }
 
+// One frame without a regularizer takes the one-reduction step (β from sums
+// taken before the step) in every iteration but those of the residual
+// replacement; the host loop sums β over the new gradient.
+TEST_P(PersistentRows, OneFrameWithoutRegularizerMatchesTheHostLoop)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{60000, 2000, 330000, seed};
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
+    SolverOptions o = options();
+    o.max_iterations = 12;
+    o.residual_replacement = 5;
+    SolverOptions host = o;
+    host.launch = SolveLaunch::host_loop;
+    CgnrSolver reference{model, Regularizer{}, host, gpu(), 1};
+    const auto [x_ref, res_ref] = solve_frames(reference, b);
+    const RowsMode rows{mode()};
+    CgnrSolver solver{model, Regularizer{}, o, gpu(), 1};
+    const auto [x, res] = solve_frames(solver, b);
+    EXPECT_EQ(res[0].iterations, 12);
+    // ‖g‖/‖Aᵀb‖ ~3e-5 here, near float noise: the launches' gradients
+    // differed by up to 25% (H100, 2026-11-22); a wrong β would stall far
+    // above it
+    EXPECT_LE(res[0].rel_gradient, 3.0 * res_ref[0].rel_gradient + 1e-6);
+    EXPECT_LE(test::rel_error(x, x_ref), 1e-3);
+}
+
+// A normal operator with three distinct eigenvalues: CG's gradient falls to
+// float noise at the third iteration, where the one-reduction step's
+// expanded ‖g‖² cancels and β must be summed over the new gradient; the
+// iterations after it walk in the noise. Both launches must stay at the
+// least-squares solution and run to the limit.
+TEST_P(PersistentRows, GradientCollapseInOneStepStaysAtTheSolution)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const int m = 3000, n = 120;
+    test::Vec sigma(n);
+    for (int k = 0; k < n; ++k) sigma(k) = 1.0 + (k % 3);  // eigenvalues 1, 4, 9 of AᵀA
+    auto [csr, a] = test::with_singular_values(m, sigma, rng);
+    const StoredMatrix model{std::move(csr)};
+    const auto b = test::random_vector(m, rng);
+    const test::Vec reference = a.colPivHouseholderQr().solve(test::to_vec(b));
+    SolverOptions o = options();
+    o.max_iterations = 8;
+    o.residual_replacement = 0;
+    SolverOptions host = o;
+    host.launch = SolveLaunch::host_loop;
+    FrameResult res_ref, res;
+    const auto x_ref = solve_cgnr(model, Regularizer{}, host, gpu(), b, {}, &res_ref);
+    const RowsMode rows{mode()};
+    const auto x = solve_cgnr(model, Regularizer{}, o, gpu(), b, {}, &res);
+    EXPECT_EQ(res.status, res_ref.status);
+    EXPECT_EQ(res.iterations, res_ref.iterations);
+    EXPECT_LE(test::rel_error(x_ref, reference), 1e-5);
+    EXPECT_LE(test::rel_error(x, reference), 1e-5);
+}
+
 std::string case_name(const ::testing::TestParamInfo<ModeForm>& info)
 {
     return std::get<0>(info.param) + "_" + to_string(std::get<1>(info.param));

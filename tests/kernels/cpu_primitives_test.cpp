@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cgnr_scalars.hpp"
 #include "kernels/primitives.hpp"
 #include "kernels/rows.hpp"
 #include "test_utils.hpp"
@@ -154,6 +155,61 @@ TEST(CgnrSteps, BetaAppliesTheStopTestsInOrder)
     std::vector<float> d(6, 7.0f);
     cgnr_step_direction(Executor::cpu(), 3, cview_of(g), view_of(d), view_of(s));
     EXPECT_EQ(d, std::vector<float>(6, 7.0f));
+}
+
+// The persistent kernel's one-reduction step takes β from sums over h and u
+// before the step; it must agree with the sums over the stored new vector.
+TEST(CgnrSteps, ExpandedEndMatchesTheSumsOverTheNewGradient)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng{seed};
+    const CgnrParams params{100, 0.0};
+    for (int trial = 0; trial < 20; ++trial) {
+        const std::vector<float> h = test::random_vector(3000, rng);
+        const std::vector<float> u = test::random_vector(3000, rng);
+        // α as CG takes it: g_{k+1} = h + α u nearly orthogonal to u, so
+        // β keeps a fraction of the terms (the cancellation the guard sees).
+        const float step = static_cast<float>(-test::dot(h, u) / test::dot(u, u) *
+                                              std::uniform_real_distribution<double>{0.3, 0.9}(rng));
+        std::vector<float> g(h.size());
+        for (std::size_t i = 0; i < h.size(); ++i) g[i] = h[i] + step * u[i];
+        CgnrScalars expanded;
+        expanded.f = 3.0;
+        expanded.gg0 = 1e6;
+        CgnrScalars direct = expanded;
+        ASSERT_TRUE(cgnr_scalars_end_expanded(expanded, params, step, test::dot(h, u),
+                                              test::dot(u, u), test::dot(h, h)));
+        cgnr_scalars_end(direct, params, test::dot(g, u), test::dot(g, g));
+        EXPECT_NEAR(expanded.gg, direct.gg, 1e-5 * direct.gg);
+        EXPECT_NEAR(expanded.beta, direct.beta, 1e-4 * std::abs(direct.beta));
+        EXPECT_EQ(expanded.iterations, 1);
+        EXPECT_EQ(expanded.status, SolveStatus::running);
+    }
+}
+
+TEST(CgnrSteps, ExpandedEndDeclinesWhenItsSumsCancel)
+{
+    const CgnrParams params{100, 0.0};
+    CgnrScalars s;
+    s.f = 2.0;
+    s.gg0 = 1.0;
+    const CgnrScalars before = s;
+    // u = −h / α: the new gradient vanishes, ‖g‖² keeps nothing of hᵀh.
+    EXPECT_FALSE(cgnr_scalars_end_expanded(s, params, 0.5, -2.0, 4.0, 1.0));
+    // ‖g‖² kept, but gᵀe = hᵀu + α uᵀu cancels: −1 + 0.5 · 2 = 0.
+    EXPECT_FALSE(cgnr_scalars_end_expanded(s, params, 0.5, -1.0, 2.0, 4.0));
+    EXPECT_FALSE(cgnr_scalars_end_expanded(s, params, 0.5, NAN, 2.0, 4.0));
+    EXPECT_FALSE(cgnr_scalars_end_expanded(s, params, 0.5, -1.0, 2.0, INFINITY));
+    EXPECT_EQ(s.iterations, before.iterations);
+    EXPECT_EQ(s.beta, before.beta);
+    EXPECT_EQ(s.status, SolveStatus::running);
+    // Kept: gᵀe = −1 + 0.5 · 4 = 1, ‖g‖² = 4 − 1 + 1 = 4, β = 1 / 2.
+    EXPECT_TRUE(cgnr_scalars_end_expanded(s, params, 0.5, -1.0, 4.0, 4.0));
+    EXPECT_DOUBLE_EQ(s.ge, 1.0);
+    EXPECT_DOUBLE_EQ(s.gg, 4.0);
+    EXPECT_DOUBLE_EQ(s.beta, 0.5);
+    EXPECT_EQ(s.iterations, 1);
 }
 
 TEST(CgnrSteps, InitStatuses)

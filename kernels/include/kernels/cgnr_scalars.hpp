@@ -72,4 +72,31 @@ RECON_HD void cgnr_scalars_end(CgnrScalars& s, const CgnrParams& p, double ge, d
     }
 }
 
+/// How much of its terms an expanded sum must keep (below: cancellation).
+/// The expansion is exact for the vectors before rounding; the stored
+/// g_{k+1} differs from them by float rounding, ~6e-8 of its entries, so a
+/// sum that keeps 2^-10 of its terms is within ~1e-4 of the one over the
+/// stored vector in the worst case (and typically far closer).
+inline constexpr double cgnr_expansion_keep = 1.0 / 1024.0;
+
+/// cgnr_scalars_end from sums taken before the step, for the fused form
+/// without a regularizer (g = h, e = u): with g_{k+1} = h_k + α u_k,
+///   g_{k+1}ᵀ e_k = hᵀu + α uᵀu,   ‖g_{k+1}‖² = hᵀh + 2α hᵀu + α² uᵀu,
+/// so one reduction over the elements serves both α and β. `step` is the α
+/// the elements take (α rounded to float). Returns false and changes
+/// nothing when either value keeps less than cgnr_expansion_keep of its
+/// terms (or a term is not finite): then sum them over the new vectors.
+RECON_HD bool cgnr_scalars_end_expanded(CgnrScalars& s, const CgnrParams& p, double step,
+                                        double hu, double uu, double hh)
+{
+    const double ge = hu + step * uu;
+    const double gg = hh + step * (2.0 * hu + step * uu);
+    const double ge_terms = (hu < 0 ? -hu : hu) + (step * uu < 0 ? -step * uu : step * uu);
+    const bool kept = gg >= cgnr_expansion_keep * hh &&
+                      (ge < 0 ? -ge : ge) >= cgnr_expansion_keep * ge_terms;
+    if (!kept || !is_finite(gg) || !is_finite(ge)) return false;
+    cgnr_scalars_end(s, p, ge, gg);
+    return true;
+}
+
 }  // namespace recon::kernels
