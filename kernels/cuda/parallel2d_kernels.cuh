@@ -20,8 +20,8 @@
 // A x, two kernels:
 //  1. parallel2d_pairs_kernel writes two zero-padded "pair images" of x:
 //     rows[k][i + 2] = (x[k][i], x[k][i + 1]) and the same for columns
-//     (the transposed image). One 32 x 32 tile per block, transposed through
-//     shared memory. ~0.5 MB in and 1 MB out per frame, from and to L2.
+//     (the transposed image). One 16 x 16 tile per block, transposed through
+//     shared memory. ~0.25 MB in and 1 MB out per frame, from and to L2.
 //  2. parallel2d_rays_kernel: one thread per ray, the 32 lanes of a warp on
 //     32 neighbouring bins of one view. At a step k those lanes read 32
 //     neighbouring entries of one row of the pair image that runs along the
@@ -31,13 +31,18 @@
 //     touches 32 cache lines per load for half of the views (the previous
 //     kernel: 44 µs, L1-wavefront bound). The zero padding lets every step
 //     run without bounds tests; the k range of each ray is clipped to the
-//     image once per ray. Each ray is split into 4 segments (4 warps per
-//     block) so that ~44 warps per SM hide the L1 latency; no integer
-//     division and no float-to-int conversion in the loop (floor by the
-//     1.5 * 2^23 trick: conversions issue at 1/8 of the FP32 rate).
-//     ~16 instructions per (ray, step): ~9M steps -> ~4.5M warp
-//     instructions over 528 schedulers -> ~4-5 µs, plus ~1-2 µs for the pair
-//     images and one more launch.
+//     image once per ray. Each ray is split into 4 segments (4 warps) so
+//     that ~44 warps per SM hide the L1 latency; no integer division and no
+//     float-to-int conversion in the loop (floor by the 1.5 * 2^23 trick:
+//     conversions issue at 1/8 of the FP32 rate). ~16 instructions per
+//     (ray, step): ~9M steps -> ~4.5M warp instructions over 528
+//     schedulers -> ~4-5 µs, plus ~1-2 µs for the pair images and one more
+//     launch. A block takes 4 neighbouring views of the same 32 bins: with
+//     one view per block, ncu (H100, 2026-11-22) found the kernel at 19.6 µs
+//     and L2-bound (60 % of L2 throughput), each view reading every line of
+//     the pair image from L2 (~90 MB per product); views a degree apart
+//     cross nearly the same pixels at each step, so their warps share the
+//     lines in L1.
 //
 // Aᵀ y, one kernel (parallel2d_adjoint_kernel): a block owns a 16 x 16
 // pixel tile, 4 warp pairs split the views (summed in shared memory at the
@@ -204,13 +209,15 @@ RECON_HD RaySpan ray_span(float base, float slope, index_t n_major, index_t n_mi
     return span;
 }
 
-constexpr int pair_tile = 32;
+// 16 x 16 tiles: 256 blocks for a 256 x 256 image. (32 x 32 tiles gave 64
+// blocks, half the SMs of an H100 idle: 4.5 µs per call for 1.5 MB.)
+constexpr int pair_tile = 16;
 
-/// The pair images of `frames` frames (blockIdx.z) of x; a block transposes
-/// one 32 x 32 tile through shared memory (with a one-pixel halo).
-__global__ void __launch_bounds__(256) parallel2d_pairs_kernel(Parallel2dView v,
-                                                               const float* __restrict__ x,
-                                                               float2* __restrict__ pairs)
+/// The pair images of `frames` frames (blockIdx.z) of x; a block of
+/// pair_tile x pair_tile threads transposes one tile through shared memory
+/// (with a one-pixel halo).
+__global__ void __launch_bounds__(pair_tile * pair_tile)
+    parallel2d_pairs_kernel(Parallel2dView v, const float* __restrict__ x, float2* __restrict__ pairs)
 {
     __shared__ float tile[pair_tile + 1][pair_tile + 1];  // odd row stride: no bank conflicts
     const index_t nx = v.nx, ny = v.ny;
@@ -219,7 +226,8 @@ __global__ void __launch_bounds__(256) parallel2d_pairs_kernel(Parallel2dView v,
     float2* rows = pairs + static_cast<size_type>(blockIdx.z) * pair_frame_size(v);
     float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
     const int tx = threadIdx.x, ty = threadIdx.y;
-    for (int e = ty * 32 + tx; e < (pair_tile + 1) * (pair_tile + 1); e += 256) {
+    constexpr int threads = pair_tile * pair_tile;
+    for (int e = ty * pair_tile + tx; e < (pair_tile + 1) * (pair_tile + 1); e += threads) {
         const int r = e / (pair_tile + 1), c = e - r * (pair_tile + 1);
         const index_t gy = y0 + r, gx = x0 + c;
         tile[r][c] = gy < ny && gx < nx ? xf[static_cast<size_type>(gy) * nx + gx] : 0.0f;
@@ -228,53 +236,72 @@ __global__ void __launch_bounds__(256) parallel2d_pairs_kernel(Parallel2dView v,
     const index_t row_width = nx + 3, col_width = ny + 3;
     const float2 zero = make_float2(0.0f, 0.0f);
     // Rows: lanes along x.
-    for (int r = ty; r < pair_tile; r += 8) {
+    {
+        const int r = ty;
         const index_t gy = y0 + r, gx = x0 + tx;
-        if (gy >= ny) break;
-        float2* line = rows + static_cast<size_type>(gy) * row_width;
-        if (gx < nx) line[gx + 2] = make_float2(tile[r][tx], tile[r][tx + 1]);
-        if (gx == nx - 1) line[nx + 2] = zero;
-        if (x0 == 0 && tx == 0) {
-            line[0] = zero;
-            line[1] = make_float2(0.0f, tile[r][0]);
+        if (gy < ny) {
+            float2* line = rows + static_cast<size_type>(gy) * row_width;
+            if (gx < nx) line[gx + 2] = make_float2(tile[r][tx], tile[r][tx + 1]);
+            if (gx == nx - 1) line[nx + 2] = zero;
+            if (x0 == 0 && tx == 0) {
+                line[0] = zero;
+                line[1] = make_float2(0.0f, tile[r][0]);
+            }
         }
     }
     // Columns: lanes along y (consecutive addresses of the transposed line).
-    for (int c = ty; c < pair_tile; c += 8) {
+    {
+        const int c = ty;
         const index_t gx = x0 + c, gy = y0 + tx;
-        if (gx >= nx) break;
-        float2* line = cols + static_cast<size_type>(gx) * col_width;
-        if (gy < ny) line[gy + 2] = make_float2(tile[tx][c], tile[tx + 1][c]);
-        if (gy == ny - 1) line[ny + 2] = zero;
-        if (y0 == 0 && tx == 0) {
-            line[0] = zero;
-            line[1] = make_float2(0.0f, tile[0][c]);
+        if (gx < nx) {
+            float2* line = cols + static_cast<size_type>(gx) * col_width;
+            if (gy < ny) line[gy + 2] = make_float2(tile[tx][c], tile[tx + 1][c]);
+            if (gy == ny - 1) line[ny + 2] = zero;
+            if (y0 == 0 && tx == 0) {
+                line[0] = zero;
+                line[1] = make_float2(0.0f, tile[0][c]);
+            }
         }
     }
 }
 
-constexpr int ray_segments = 4;  // warps per block; each takes a quarter of every ray
+constexpr int ray_segments = 4;  // warps per ray group; each takes a quarter of every ray
+constexpr int ray_views = 4;     // neighbouring views per block
+
+/// Blocks of parallel2d_rays_kernel for a system: one per ray_views views
+/// and 32 bins.
+RECON_HD index_t ray_blocks(const Parallel2dView& v)
+{
+    return ((v.views + ray_views - 1) / ray_views) * ((v.bins + 31) / 32);
+}
 
 /// y[b][ray] = Σ_k weights · x[b] for BT frames, from their pair images
-/// (`pairs`, frame stride pair_frame_size). A block takes 32 consecutive rays
-/// (lanes) and splits each ray's steps over its 4 warps. With `sub`:
-/// r = A x − sub, sums kept in Acc.
+/// (`pairs`, frame stride pair_frame_size). A block takes the same 32 bins
+/// (lanes) of ray_views neighbouring views and splits each ray's steps over
+/// ray_segments warps. Views one degree apart cross nearly the same pixels
+/// at each step, so the block's warps share the pair images' cache lines in
+/// L1: one view per block read every line from L2 once per view (~90 MB per
+/// product for ct_256, 20 µs on an H100). With `sub`: r = A x − sub, sums
+/// kept in Acc.
 template <int BT, class Acc>
-__global__ void __launch_bounds__(32 * ray_segments)
+__global__ void __launch_bounds__(32 * ray_segments * ray_views)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
                            const float* __restrict__ sub, float* __restrict__ y)
 {
-    __shared__ Acc partial[ray_segments][BT][32];
+    __shared__ Acc partial[ray_views][ray_segments][BT][32];
     const int lane = threadIdx.x % 32;
-    const int segment = threadIdx.x / 32;
-    const index_t m = v.views * v.bins;
-    const index_t row = static_cast<index_t>(blockIdx.x) * 32 + lane;
+    const int segment = (threadIdx.x / 32) % ray_segments;
+    const int view_offset = threadIdx.x / (32 * ray_segments);
+    const index_t bin_groups = (v.bins + 31) / 32;
+    const index_t view_group = static_cast<index_t>(blockIdx.x) / bin_groups;
+    const index_t view = view_group * ray_views + view_offset;
+    const index_t bin = (static_cast<index_t>(blockIdx.x) - view_group * bin_groups) * 32 + lane;
+    const bool active = view < v.views && bin < v.bins;
+    const index_t row = view * v.bins + bin;
     Acc acc[BT];
 #pragma unroll
     for (int b = 0; b < BT; ++b) acc[b] = Acc{0};
-    if (row < m) {
-        const index_t view = row / v.bins;
-        const index_t bin = row - view * v.bins;
+    if (active) {
         const ViewGeometry g = view_geometry(v, view);
         const float base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
         const RaySpan span = ray_span(base, g.slope, g.n_major, g.n_minor);
@@ -312,14 +339,14 @@ __global__ void __launch_bounds__(32 * ray_segments)
         for (int b = 0; b < BT; ++b) acc[b] *= static_cast<Acc>(g.scale);
     }
 #pragma unroll
-    for (int b = 0; b < BT; ++b) partial[segment][b][lane] = acc[b];
+    for (int b = 0; b < BT; ++b) partial[view_offset][segment][b][lane] = acc[b];
     __syncthreads();
-    if (segment == 0 && row < m) {
+    if (segment == 0 && active) {
 #pragma unroll
         for (int b = 0; b < BT; ++b) {
-            Acc sum = partial[0][b][lane];
-            for (int s = 1; s < ray_segments; ++s) sum += partial[s][b][lane];
-            const size_type k = static_cast<size_type>(b) * m + row;
+            Acc sum = partial[view_offset][0][b][lane];
+            for (int s = 1; s < ray_segments; ++s) sum += partial[view_offset][s][b][lane];
+            const size_type k = static_cast<size_type>(b) * (v.views * v.bins) + row;
             y[k] = static_cast<float>(sub != nullptr ? sum - static_cast<Acc>(__ldg(sub + k)) : sum);
         }
     }

@@ -79,20 +79,22 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
     const index_t n = cols_of(sys);
     if (m == 0) return;
     const cudaStream_t stream = stream_of(exec);
-    const unsigned ray_blocks = blocks_for(m, 32, 1LL << 31);
+    const unsigned ray_blocks = static_cast<unsigned>(p2::ray_blocks(sys));
+    constexpr int ray_threads = 32 * p2::ray_segments * p2::ray_views;
     auto make_pairs = [&](const float* xb, int frames) {
         if (n == 0) return;
         const dim3 grid{static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
                         static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
                         static_cast<unsigned>(frames)};
-        p2::parallel2d_pairs_kernel<<<grid, dim3{32, 8}, 0, stream>>>(sys, xb, pairs);
+        p2::parallel2d_pairs_kernel<<<grid, dim3{p2::pair_tile, p2::pair_tile}, 0, stream>>>(sys, xb,
+                                                                                      pairs);
         RECON_CUDA_CHECK_LAUNCH();
     };
     if (sub != nullptr) {
         for (int b = 0; b < batch; ++b) {
             const size_type mb = static_cast<size_type>(b) * m;
             make_pairs(x + static_cast<size_type>(b) * n, 1);
-            p2::parallel2d_rays_kernel<1, double><<<ray_blocks, 32 * p2::ray_segments, 0, stream>>>(
+            p2::parallel2d_rays_kernel<1, double><<<ray_blocks, ray_threads, 0, stream>>>(
                 sys, pairs, sub + mb, y + mb);
             RECON_CUDA_CHECK_LAUNCH();
         }
@@ -101,7 +103,7 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
         make_pairs(x + static_cast<size_type>(first) * n, BT);
-        p2::parallel2d_rays_kernel<BT, float><<<ray_blocks, 32 * p2::ray_segments, 0, stream>>>(
+        p2::parallel2d_rays_kernel<BT, float><<<ray_blocks, ray_threads, 0, stream>>>(
             sys, pairs, nullptr, y + static_cast<size_type>(first) * m);
         RECON_CUDA_CHECK_LAUNCH();
     });
