@@ -42,13 +42,17 @@
 //     and L2-bound (60 % of L2 throughput), each view reading every line of
 //     the pair image from L2 (~90 MB per product); views a degree apart
 //     cross nearly the same pixels at each step, so their warps share the
-//     lines in L1.
+//     lines in L1 (L2 at 22 %, but the same 19.4 µs: the kernel waits on L1
+//     latency; walking each segment as two interleaved halves, two chains of
+//     loads per thread, made it slower: 23.1 µs).
 //
 // Aᵀ y, one kernel (parallel2d_adjoint_kernel): a block owns a 16 x 16
-// pixel tile, 4 warp pairs split the views (summed in shared memory at the
-// end), each thread 2 x 2 pixels. Per chunk of views the block stages, for
-// the ≤ 32 bins per view whose rays can touch the tile, (y · scale, base)
-// in shared memory. Per (pixel, view) a thread computes the approximate bin
+// pixel tile, 8 warp pairs split the views (summed in shared memory at the
+// end), each thread 2 x 2 pixels (4 pairs left ct_256's 256 tiles ~16 warps
+// per SM to hide latency with: 24 µs, against 21 µs with 8 on an H100).
+// Per chunk of views the block stages, for the ≤ 32 bins per view whose
+// rays can touch the tile, (y · scale, base) in shared memory. Per
+// (pixel, view) a thread computes the approximate bin
 // position of the pixel (two FMAs, shared by the two pixels of a row), takes
 // the two straddling bins by the same 1.5 * 2^23 trick (their table index
 // straight from the float's bits), and evaluates both with the exact
@@ -355,7 +359,7 @@ __global__ void __launch_bounds__(32 * ray_segments * ray_views)
 // --- Aᵀ y --------------------------------------------------------------------------
 
 constexpr int adjoint_tile = 16;    // pixels per tile side
-constexpr int adjoint_groups = 4;   // view groups per block (64 threads each)
+constexpr int adjoint_groups = 8;   // view groups per block (64 threads each)
 constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 needed)
 
 template <int BT>
@@ -456,9 +460,9 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
 }
 
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
-/// 16 x 16 pixels, 256 threads = 4 view groups x 64 threads x 2 x 2 pixels.
+/// 16 x 16 pixels, 512 threads = 8 view groups x 64 threads x 2 x 2 pixels.
 template <int BT>
-__global__ void __launch_bounds__(256) parallel2d_adjoint_kernel(Parallel2dView v,
+__global__ void __launch_bounds__(64 * adjoint_groups) parallel2d_adjoint_kernel(Parallel2dView v,
                                                                  const float* __restrict__ y,
                                                                  float* __restrict__ x)
 {
