@@ -193,6 +193,13 @@ void cgnr_step_direction(const Executor& exec, int batch, View<const float> g,
     RECON_DISPATCH(cgnr_step_direction, exec, batch, g, d, scalars);
 }
 
+void cgnr_step_direction_folded(const Executor& exec, int batch, View<const float> g,
+                                View<float> d, View<CgnrScalars> scalars,
+                                const RegularizerPrepare& prepare)
+{
+    RECON_DISPATCH(cgnr_step_direction_folded, exec, batch, g, d, scalars, prepare);
+}
+
 #undef RECON_DISPATCH
 
 }  // namespace recon::kernels

@@ -119,4 +119,12 @@ void cgnr_step_direction(const Executor&, int batch, View<const float> g, View<f
     }
 }
 
+void cgnr_step_direction_folded(const Executor& exec, int batch, View<const float> g,
+                                View<float> d, View<CgnrScalars> scalars,
+                                const RegularizerPrepare& prepare)
+{
+    cpu::cgnr_step_direction(exec, batch, g, d, scalars);
+    cpu::regularizer_prepare(exec, prepare.terms, prepare.grid, batch, prepare.p, prepare.state);
+}
+
 }  // namespace recon::kernels::cpu

@@ -833,13 +833,8 @@ __device__ void prepare_state(const Args& a, const Shared& s)
         const index_t i = e - fb * a.n;
         const index_t iy = i / a.grid.nx;
         const index_t ix = i - iy * a.grid.nx;
-        int slot = 0;
-        for (int t = 0; t < a.terms.count; ++t) {
-            const RegularizerTerm& term = a.terms.term[t];
-            if (!needs_state(term.kind)) continue;
-            s.state[(static_cast<size_type>(slot++) * a.batch + fb) * a.n + i] =
-                term_state(term, s.x + static_cast<size_type>(fb) * a.n, a.grid, ix, iy);
-        }
+        terms_prepare(a.terms, s.state, a.batch, fb, s.x + static_cast<size_type>(fb) * a.n,
+                      a.grid, ix, iy);
     }
 }
 

@@ -10,19 +10,18 @@ namespace {
 
 constexpr int threads = 256;
 
-/// State of one stateful term (its index among the stateful terms: `slot`).
-__global__ void prepare_kernel(RegularizerTerm term, int slot, ImageGrid grid, int batch,
-                               const float* p, float* state)
+/// State of every stateful term.
+__global__ void prepare_kernel(RegularizerTerms terms, ImageGrid grid, int batch, const float* p,
+                               float* state)
 {
     const size_type n = grid.size();
     const int frame = blockIdx.y;
     const float* pb = p + frame * n;
-    float* sb = state + (static_cast<size_type>(slot) * batch + frame) * n;
     for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += static_cast<size_type>(gridDim.x) * blockDim.x) {
         const index_t iy = static_cast<index_t>(i / grid.nx);
         const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * grid.nx);
-        sb[i] = term_state(term, pb, grid, ix, iy);
+        terms_prepare(terms, state, batch, frame, pb, grid, ix, iy);
     }
 }
 
@@ -52,13 +51,10 @@ dim3 pixel_grid(ImageGrid grid, int batch)
 void regularizer_prepare(const Executor& exec, const RegularizerTerms& terms, ImageGrid grid,
                          int batch, View<const float> p, View<float> state)
 {
-    int slot = 0;
-    for (int t = 0; t < terms.count; ++t) {
-        if (!needs_state(terms.term[t].kind)) continue;
-        prepare_kernel<<<pixel_grid(grid, batch), threads, 0, stream_of(exec)>>>(
-            terms.term[t], slot++, grid, batch, p.data, state.data);
-        RECON_CUDA_CHECK_LAUNCH();
-    }
+    if (regularizer_state_size(terms, grid, batch) == 0) return;
+    prepare_kernel<<<pixel_grid(grid, batch), threads, 0, stream_of(exec)>>>(
+        terms, grid, batch, p.data, state.data);
+    RECON_CUDA_CHECK_LAUNCH();
 }
 
 void regularizer_apply_add(const Executor& exec, const RegularizerTerms& terms, ImageGrid grid,

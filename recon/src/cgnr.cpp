@@ -175,12 +175,14 @@ void CgnrSolver::iterate(int k)
     } else {
         kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
     }
-    // d_{k+1} = −g_{k+1} + β_k d_k
-    kn::cgnr_step_direction(exec_, batch_, in(g), d_.view(), scalars_.view());
-    // the lag moves on: F(x_{k+1}, ·) for the next iteration
+    // d_{k+1} = −g_{k+1} + β_k d_k;  the lag moves on: the state of
+    // F(x_{k+1}, ·) for the next iteration, in the same pass
     if (regularized) {
-        kn::regularizer_prepare(exec_, regularizer_.terms(), grid_, batch_, in(x_.view()),
-                                state_.view());
+        kn::cgnr_step_direction_folded(
+            exec_, batch_, in(g), d_.view(), scalars_.view(),
+            kn::RegularizerPrepare{regularizer_.terms(), grid_, in(x_.view()), state_.view()});
+    } else {
+        kn::cgnr_step_direction(exec_, batch_, in(g), d_.view(), scalars_.view());
     }
 }
 

@@ -351,7 +351,8 @@ TEST(CudaCgnrSteps, EveryStepMatchesTheCpuOnMixedFrames)
 TEST(CudaCgnrSteps, FoldedStepsMatchTheRegularizerFollowedByTheStep)
 {
     // The regularized solver's steps that compute e = u + F(p, d) and
-    // g = h + F(p, x) in the pass of their dot products: e and g against the
+    // g = h + F(p, x) in the pass of their dot products, and the direction
+    // step that computes the next state in its pass: e and g against the
     // CPU's regularizer_apply_add, the scalars against the CPU's plain step
     // on the e and g the GPU wrote (so that only the order of the sums
     // differs). Frame 1 has stopped: its scalars stay as they are.
@@ -401,6 +402,22 @@ TEST(CudaCgnrSteps, FoldedStepsMatchTheRegularizerFollowedByTheStep)
     expect_scalars_equal(ds.to_host(), scalars, "step_beta_folded");
     EXPECT_EQ(scalars[1].status, SolveStatus::converged);  // untouched
     EXPECT_EQ(scalars[0].iterations, 5);
+
+    // d = −g + β d of the running frames and the state of every frame from x,
+    // against the CPU's direction step and regularizer_prepare.
+    std::vector<float> d_next = d, state_next(state.size());
+    kernels::cgnr_step_direction(cpu, batch, cview_of(g_gpu), view_of(d_next), view_of(scalars));
+    kernels::regularizer_prepare(cpu, terms, grid, batch, cview_of(x), view_of(state_next));
+    auto dd_next = upload(d);
+    auto dstate_next = poisoned(state.size());
+    kernels::cgnr_step_direction_folded(gpu(), batch, cview(dg_next), dd_next.view(), ds.view(),
+                                        {terms, grid, cview(dx), dstate_next.view()});
+    expect_close(dd_next.to_host(), d_next, 1e-6, "d = -g + beta d");
+    expect_close(dstate_next.to_host(), state_next, 1e-6, "state from x");
+    const auto d_stopped = dd_next.to_host();
+    for (std::size_t i = grid.size(); i < 2 * static_cast<std::size_t>(grid.size()); ++i) {
+        ASSERT_EQ(d_stopped[i], d[i]) << "frame 1 has stopped: its d stays";
+    }
 }
 
 TEST(CudaCgnrSteps, InitFlagsZeroAndNonFiniteGradients)

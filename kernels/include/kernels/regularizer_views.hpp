@@ -46,6 +46,15 @@ struct RegularizerFold {
     View<const float> v;
 };
 
+/// The state a CGNR step computes in its own pass: regularizer_prepare's
+/// work, every stateful term's state from p into `state`.
+struct RegularizerPrepare {
+    RegularizerTerms terms;
+    ImageGrid grid;
+    View<const float> p;
+    View<float> state;
+};
+
 /// True for terms whose F depends on p (they keep per-pixel state computed
 /// by regularizer_prepare: the TV diffusivity or the sign-constraint mask).
 RECON_HD bool needs_state(RegularizerKind kind)

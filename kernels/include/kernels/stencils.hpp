@@ -77,6 +77,21 @@ RECON_HD float term_apply(const RegularizerTerm& t, const float* state, const fl
 /// Σ_t F_t(p, v) at pixel (ix, iy) of frame `frame`: `state` holds every
 /// stateful term's images in regularizer_prepare's layout ([slot][frame][pixel])
 /// and `v` is the frame's image.
+/// regularizer_prepare at pixel (ix, iy) of frame `frame`: every stateful
+/// term's state from p (the frame's image), into `state` ([slot][frame][pixel]).
+RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, int batch, int frame,
+                            const float* p, ImageGrid g, index_t ix, index_t iy)
+{
+    const size_type n = g.size();
+    const size_type i = static_cast<size_type>(iy) * g.nx + ix;
+    size_type slot = 0;
+    for (int t = 0; t < terms.count; ++t) {
+        const RegularizerTerm& term = terms.term[t];
+        if (!needs_state(term.kind)) continue;
+        state[(slot++ * batch + frame) * n + i] = term_state(term, p, g, ix, iy);
+    }
+}
+
 RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, int batch,
                            int frame, const float* v, ImageGrid g, index_t ix, index_t iy)
 {
