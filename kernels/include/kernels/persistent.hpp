@@ -11,8 +11,11 @@
 // iteration (regularizer stencils, dot products, α, β, the x/h/g/d updates)
 // redundantly and identically on its own copy of the image-space vectors
 // in shared memory and registers. So the fused form costs one grid sync per
-// iteration and CGLS1 two. This needs the images of the batch to fit in one
-// block: see persistent_cgnr_supports().
+// iteration and CGLS1 two; within a block, the dot products take one block
+// reduction per iteration for one frame without a regularizer (β from sums
+// taken before the step, cgnr_scalars_end_expanded) and two otherwise. This
+// needs the images of the batch to fit in one block: see
+// persistent_cgnr_supports().
 
 #include <string>
 
