@@ -1,10 +1,10 @@
 #pragma once
 // Parallel-beam (Joseph's method) products on the GPU, rows generated on the
 // fly: A x ray-driven, Aᵀ y pixel-driven (a gather, no atomics). Both use the
-// weights of rows.hpp's generator, computed with the same float operations
-// (products and sums rounded one by one, as the host code does; nvcc would
-// otherwise fuse them into FMAs), so A and Aᵀ stay matched and agree with
-// the CPU backend up to the order of the sums.
+// weights of rows.hpp's generator, from its own geometry (view_geometry,
+// ray_base, crossing: products and sums rounded one by one, on the host and
+// the device alike), so A and Aᵀ stay matched and agree with the CPU backend
+// up to the order of the sums.
 //
 // Notation (rows.hpp): a view steps along its `major` image axis (y when
 // |cos| >= |sin|, else x); at major index k the ray of bin b crosses the
@@ -72,34 +72,7 @@
 
 namespace recon::kernels::cuda::p2 {
 
-// --- float operations that must not be fused ------------------------------------
-
-RECON_HD float mul_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-
-RECON_HD float add_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-
-RECON_HD float sub_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
+// --- float operations beyond rows.hpp's mul_rn, add_rn and sub_rn ---------------
 
 RECON_HD float fma_rn(float a, float b, float c)
 {
@@ -125,49 +98,6 @@ RECON_HD int float_bits(float f)
 /// even), and its bits minus magic's bits are that integer. Cheaper than
 /// floorf + a conversion, which issue at 1/8 of the FP32 rate.
 constexpr float magic = 12582912.0f;
-
-// --- the generator's quantities, with rows.hpp's operations -----------------------
-
-/// Per-view constants of rows.hpp's for_each_entry(Parallel2dView).
-struct ViewGeometry {
-    bool step_y;
-    index_t n_major, n_minor;
-    float inv, scale, slope, c_minor, slope_c_major;
-};
-
-RECON_HD ViewGeometry view_geometry(const Parallel2dView& v, index_t view)
-{
-    ViewGeometry g;
-    const float c = v.cos_angle[view];
-    const float s = v.sin_angle[view];
-    g.step_y = fabsf(c) >= fabsf(s);
-    g.n_major = g.step_y ? v.ny : v.nx;
-    g.n_minor = g.step_y ? v.nx : v.ny;
-    g.inv = 1.0f / (g.step_y ? c : s);
-    g.scale = fabsf(g.inv);
-    g.slope = mul_rn(-(g.step_y ? s : c), g.inv);
-    const float cx = 0.5f * static_cast<float>(v.nx - 1);
-    const float cy = 0.5f * static_cast<float>(v.ny - 1);
-    g.c_minor = g.step_y ? cx : cy;
-    g.slope_c_major = mul_rn(g.slope, g.step_y ? cy : cx);
-    return g;
-}
-
-/// The crossing at major index 0 of the ray of `bin`: rows.hpp's
-/// t * inv − slope * c_major + c_minor, t = bin − (bins − 1)/2 − center_offset.
-RECON_HD float ray_base(const Parallel2dView& v, float inv, float slope_c_major, float c_minor,
-                        index_t bin)
-{
-    const float t = sub_rn(sub_rn(static_cast<float>(bin), 0.5f * static_cast<float>(v.bins - 1)),
-                           v.center_offset);
-    return add_rn(sub_rn(mul_rn(t, inv), slope_c_major), c_minor);
-}
-
-/// rows.hpp's p = base + slope * k.
-RECON_HD float crossing(float base, float slope, float kf)
-{
-    return add_rn(base, mul_rn(slope, kf));
-}
 
 /// The forward weight of minor pixel j for a crossing at p: 1 − |p − j| for
 /// j = floor(p) (bit for bit 1 − frac) and for j = floor(p) + 1 (frac; bit

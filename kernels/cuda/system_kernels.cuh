@@ -42,7 +42,7 @@ __device__ __forceinline__ void device_row(const SyntheticView& v, index_t row, 
                                            static_cast<std::uint64_t>(length));
         const unsigned low32 = static_cast<unsigned>(h & 0xFFFFFFFFull);
         const index_t col = static_cast<index_t>(lo + low32 % (hi - lo));
-        f(col, 0.05f + 0.95f * unit_float(h));
+        f(col, synthetic_weight(h));
         lo = hi;
     }
 }

@@ -16,6 +16,38 @@
 
 namespace recon::kernels {
 
+// Float operations rounded one by one: nvcc would otherwise fuse a product
+// and a sum into one FMA on the device, and the device's weights would
+// differ from the host's (the host is built with -ffp-contract=off, see
+// CMakeLists.txt).
+
+RECON_HD float mul_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+RECON_HD float add_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+RECON_HD float sub_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
 /// Counter-based 64-bit hash (splitmix64 finalizer over a mixed counter):
 /// a pure function of its arguments, identical on host and device.
 RECON_HD std::uint64_t hash64(std::uint64_t seed, std::uint64_t a, std::uint64_t b)
@@ -45,6 +77,12 @@ RECON_HD index_t synthetic_row_length(const SyntheticView& v, index_t row)
                                 synthetic_row_begin(v, row));
 }
 
+/// The weight of a synthetic entry from its hash: uniform in [0.05, 1).
+RECON_HD float synthetic_weight(std::uint64_t h)
+{
+    return add_rn(0.05f, mul_rn(0.95f, unit_float(h)));
+}
+
 /// Entry j of a synthetic row: the columns are split into `length` equal
 /// segments and entry j takes a hashed column inside segment j (so columns
 /// are distinct and sorted); weights are uniform in [0.05, 1).
@@ -57,7 +95,7 @@ RECON_HD void synthetic_entry(const SyntheticView& v, index_t row, index_t j,
     const size_type hi = static_cast<size_type>(j + 1) * v.cols / length;
     col = static_cast<index_t>(lo + static_cast<size_type>((h & 0xFFFFFFFFull) %
                                                            static_cast<std::uint64_t>(hi - lo)));
-    weight = 0.05f + 0.95f * unit_float(h);
+    weight = synthetic_weight(h);
 }
 
 template <class F>
@@ -81,6 +119,49 @@ RECON_HD index_t parallel2d_max_row_length(const Parallel2dView& v)
     return 2 * (v.nx > v.ny ? v.nx : v.ny);
 }
 
+/// Per-view constants of a parallel2d ray: it steps along its `major` image
+/// axis (y when |cos| >= |sin|, else x) and crosses the minor axis at
+/// p = base + slope * k at major index k.
+struct ViewGeometry {
+    bool step_y;
+    index_t n_major, n_minor;
+    float inv, scale, slope, c_minor, slope_c_major;
+};
+
+RECON_HD ViewGeometry view_geometry(const Parallel2dView& v, index_t view)
+{
+    ViewGeometry g;
+    const float c = v.cos_angle[view];
+    const float s = v.sin_angle[view];
+    g.step_y = fabsf(c) >= fabsf(s);
+    g.n_major = g.step_y ? v.ny : v.nx;
+    g.n_minor = g.step_y ? v.nx : v.ny;
+    g.inv = 1.0f / (g.step_y ? c : s);
+    g.scale = fabsf(g.inv);
+    g.slope = mul_rn(-(g.step_y ? s : c), g.inv);
+    const float cx = 0.5f * static_cast<float>(v.nx - 1);
+    const float cy = 0.5f * static_cast<float>(v.ny - 1);
+    g.c_minor = g.step_y ? cx : cy;
+    g.slope_c_major = mul_rn(g.slope, g.step_y ? cy : cx);
+    return g;
+}
+
+/// The crossing at major index 0 of the ray of `bin`:
+/// t * inv − slope * c_major + c_minor, t = bin − (bins − 1)/2 − center_offset.
+RECON_HD float ray_base(const Parallel2dView& v, float inv, float slope_c_major, float c_minor,
+                        index_t bin)
+{
+    const float t = sub_rn(sub_rn(static_cast<float>(bin), 0.5f * static_cast<float>(v.bins - 1)),
+                           v.center_offset);
+    return add_rn(sub_rn(mul_rn(t, inv), slope_c_major), c_minor);
+}
+
+/// p = base + slope * k.
+RECON_HD float crossing(float base, float slope, float kf)
+{
+    return add_rn(base, mul_rn(slope, kf));
+}
+
 /// The ray of detector coordinate t at angle (c, s) = (cos, sin) is the line
 /// x c + y s = t in image coordinates x = ix - (nx-1)/2, y = iy - (ny-1)/2.
 /// Joseph's method steps along the axis the ray is closer to and linearly
@@ -91,34 +172,20 @@ RECON_HD void for_each_entry(const Parallel2dView& v, index_t row, F&& f)
 {
     const index_t view = row / v.bins;
     const index_t bin = row - view * v.bins;
-    const float c = v.cos_angle[view];
-    const float s = v.sin_angle[view];
-    const float t = static_cast<float>(bin) - 0.5f * static_cast<float>(v.bins - 1) - v.center_offset;
-    const float cx = 0.5f * static_cast<float>(v.nx - 1);
-    const float cy = 0.5f * static_cast<float>(v.ny - 1);
-    const bool step_y = fabsf(c) >= fabsf(s);
-    // Stepping along `major`, the crossing coordinate on the minor axis is
-    // affine in the major index: minor(k) = base + slope * k.
-    const index_t n_major = step_y ? v.ny : v.nx;
-    const index_t n_minor = step_y ? v.nx : v.ny;
-    const float inv = 1.0f / (step_y ? c : s);
-    const float scale = fabsf(inv);
-    const float slope = -(step_y ? s : c) * inv;
-    const float c_major = step_y ? cy : cx;
-    const float c_minor = step_y ? cx : cy;
-    const float base = t * inv - slope * c_major + c_minor;
-    for (index_t k = 0; k < n_major; ++k) {
-        const float p = base + slope * static_cast<float>(k);
-        if (!(p > -1.0f && p < static_cast<float>(n_minor))) continue;
+    const ViewGeometry g = view_geometry(v, view);
+    const float base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
+    for (index_t k = 0; k < g.n_major; ++k) {
+        const float p = crossing(base, g.slope, static_cast<float>(k));
+        if (!(p > -1.0f && p < static_cast<float>(g.n_minor))) continue;
         const float pf = floorf(p);
         const index_t i0 = static_cast<index_t>(pf);
         const float w1 = p - pf;
         const float w0 = 1.0f - w1;
         if (i0 >= 0 && w0 != 0.0f) {
-            f(step_y ? k * v.nx + i0 : i0 * v.nx + k, w0 * scale);
+            f(g.step_y ? k * v.nx + i0 : i0 * v.nx + k, w0 * g.scale);
         }
-        if (i0 + 1 < n_minor && w1 != 0.0f) {
-            f(step_y ? k * v.nx + i0 + 1 : (i0 + 1) * v.nx + k, w1 * scale);
+        if (i0 + 1 < g.n_minor && w1 != 0.0f) {
+            f(g.step_y ? k * v.nx + i0 + 1 : (i0 + 1) * v.nx + k, w1 * g.scale);
         }
     }
 }
