@@ -8,22 +8,16 @@ namespace recon::kernels::cpu {
 void regularizer_prepare(const Executor&, const RegularizerTerms& terms, ImageGrid grid,
                          int batch, View<const float> p, View<float> state)
 {
+    if (regularizer_state_size(terms, grid, batch) == 0) return;
     const size_type n = grid.size();
-    size_type slot = 0;
-    for (int t = 0; t < terms.count; ++t) {
-        const RegularizerTerm& term = terms.term[t];
-        if (!needs_state(term.kind)) continue;
-        for (int b = 0; b < batch; ++b) {
-            const float* pb = p.data + b * n;
-            float* sb = state.data + (slot * batch + b) * n;
+    for (int b = 0; b < batch; ++b) {
+        const float* pb = p.data + b * n;
 #pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
-            for (index_t iy = 0; iy < grid.ny; ++iy) {
-                for (index_t ix = 0; ix < grid.nx; ++ix) {
-                    sb[iy * grid.nx + ix] = term_state(term, pb, grid, ix, iy);
-                }
+        for (index_t iy = 0; iy < grid.ny; ++iy) {
+            for (index_t ix = 0; ix < grid.nx; ++ix) {
+                terms_prepare(terms, state.data, batch, b, pb, grid, ix, iy);
             }
         }
-        ++slot;
     }
 }
 

@@ -200,36 +200,28 @@ __global__ void update_residual_kernel(size_type m, const float* q, float* r,
     }
 }
 
-/// direction_kernel and regularizer_prepare in one pass: the state of
-/// every frame (as regularizer_prepare), d of the frames still running.
-__global__ void direction_prepare_kernel(size_type n, int batch, const float* g, float* d,
-                                         const CgnrScalars* s, RegularizerPrepare prepare)
+/// d = -g + β d for the frames still running; WithState: in the same pass
+/// the state of every frame from prepare.p, as regularizer_prepare.
+template <bool WithState>
+__global__ void direction_kernel(size_type n, int batch, const float* g, float* d,
+                                 const CgnrScalars* s, RegularizerPrepare prepare)
 {
     const int frame = blockIdx.y;
     const bool moves = s[frame].status == SolveStatus::running;
+    if (!WithState && !moves) return;
     const float beta = static_cast<float>(s[frame].beta);
-    const float* p = prepare.p.data + frame * n;
     const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
     for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += stride) {
         const size_type k = frame * n + i;
         if (moves) d[k] = -g[k] + beta * d[k];
-        const index_t iy = static_cast<index_t>(i / prepare.grid.nx);
-        const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * prepare.grid.nx);
-        terms_prepare(prepare.terms, prepare.state.data, batch, frame, p, prepare.grid, ix, iy);
-    }
-}
-
-__global__ void direction_kernel(size_type n, const float* g, float* d, const CgnrScalars* s)
-{
-    const int frame = blockIdx.y;
-    if (s[frame].status != SolveStatus::running) return;
-    const float beta = static_cast<float>(s[frame].beta);
-    const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
-    for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += stride) {
-        const size_type k = frame * n + i;
-        d[k] = -g[k] + beta * d[k];
+        if constexpr (WithState) {
+            const index_t iy = static_cast<index_t>(i / prepare.grid.nx);
+            const index_t ix =
+                static_cast<index_t>(i - static_cast<size_type>(iy) * prepare.grid.nx);
+            terms_prepare(prepare.terms, prepare.state.data, batch, frame,
+                          prepare.p.data + frame * n, prepare.grid, ix, iy);
+        }
     }
 }
 
@@ -303,8 +295,8 @@ void cgnr_step_direction(const Executor& exec, int batch, View<const float> g, V
                          View<CgnrScalars> scalars)
 {
     const size_type n = g.size / batch;
-    direction_kernel<<<frame_grid(exec, n, batch), threads, 0, stream_of(exec)>>>(
-        n, g.data, d.data, scalars.data);
+    direction_kernel<false><<<frame_grid(exec, n, batch), threads, 0, stream_of(exec)>>>(
+        n, batch, g.data, d.data, scalars.data, RegularizerPrepare{});
     RECON_CUDA_CHECK_LAUNCH();
 }
 
@@ -313,7 +305,7 @@ void cgnr_step_direction_folded(const Executor& exec, int batch, View<const floa
                                 const RegularizerPrepare& prepare)
 {
     const size_type n = g.size / batch;
-    direction_prepare_kernel<<<frame_grid(exec, n, batch), threads, 0, stream_of(exec)>>>(
+    direction_kernel<true><<<frame_grid(exec, n, batch), threads, 0, stream_of(exec)>>>(
         n, batch, g.data, d.data, scalars.data, prepare);
     RECON_CUDA_CHECK_LAUNCH();
 }

@@ -50,6 +50,30 @@ protected:
         o.form = std::get<1>(GetParam());
         return o;
     }
+
+    struct Solutions {
+        std::vector<float> x, x_ref;
+        std::vector<FrameResult> res, res_ref;
+    };
+    /// b (`batch` frames) solved by the host loop (x_ref) and by this
+    /// launch and rows mode (x): 12 iterations, few enough that the gradient
+    /// is far above float noise, with a residual replacement every 5.
+    Solutions against_host_loop(const SystemModel& model, const Regularizer& regularizer,
+                                int batch, const std::vector<float>& b) const
+    {
+        SolverOptions o = options();
+        o.max_iterations = 12;
+        o.residual_replacement = 5;
+        SolverOptions host = o;
+        host.launch = SolveLaunch::host_loop;
+        Solutions out;
+        CgnrSolver reference{model, regularizer, host, gpu(), batch};
+        std::tie(out.x_ref, out.res_ref) = solve_frames(reference, b);
+        const RowsMode rows{mode()};
+        CgnrSolver solver{model, regularizer, o, gpu(), batch};
+        std::tie(out.x, out.res) = solve_frames(solver, b);
+        return out;
+    }
 };
 
 TEST_P(PersistentRows, ConvergesToTheDoublePrecisionLeastSquaresSolution)
@@ -87,17 +111,8 @@ TEST_P(PersistentRows, MatchesTheHostLoopWithHundredsOfRowsPerBlock)
     for (const int batch : {1, 3}) {
         SCOPED_TRACE("batch " + std::to_string(batch));
         const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
-        SolverOptions o = options();
-        // Few enough iterations that the gradient is far above float noise.
-        o.max_iterations = 12;
-        o.residual_replacement = 5;
-        SolverOptions host = o;
-        host.launch = SolveLaunch::host_loop;
-        CgnrSolver reference{model, Regularizer::parse("tikhonov:0.01"), host, gpu(), batch};
-        const auto [x_ref, res_ref] = solve_frames(reference, b);
-        const RowsMode rows{mode()};
-        CgnrSolver solver{model, Regularizer::parse("tikhonov:0.01"), o, gpu(), batch};
-        const auto [x, res] = solve_frames(solver, b);
+        const auto [x, x_ref, res, res_ref] =
+            against_host_loop(model, Regularizer::parse("tikhonov:0.01"), batch, b);
         for (int f = 0; f < batch; ++f) {
             EXPECT_EQ(res[f].iterations, 12) << "frame " << f;
             // ‖g‖/‖Aᵀb‖ is near float noise here (~1e-5): as small as the
@@ -175,16 +190,7 @@ TEST_P(PersistentRows, MatchesTheHostLoopOnAStoredMatrixOrderedForBanks)
     const StoredMatrix model{Synthetic{50000, 1800, 270000, seed}.materialize()};
     const int batch = 2;
     const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
-    SolverOptions o = options();
-    o.max_iterations = 12;
-    o.residual_replacement = 5;
-    SolverOptions host = o;
-    host.launch = SolveLaunch::host_loop;
-    CgnrSolver reference{model, Regularizer{}, host, gpu(), batch};
-    const auto [x_ref, res_ref] = solve_frames(reference, b);
-    const RowsMode rows{mode()};
-    CgnrSolver solver{model, Regularizer{}, o, gpu(), batch};
-    const auto [x, res] = solve_frames(solver, b);
+    const auto [x, x_ref, res, res_ref] = against_host_loop(model, Regularizer{}, batch, b);
     for (int f = 0; f < batch; ++f) EXPECT_EQ(res[f].iterations, 12) << "frame " << f;
     EXPECT_LE(test::rel_error(x, x_ref), 1e-3);
 }
@@ -200,16 +206,7 @@ TEST_P(PersistentRows, OneFrameWithoutRegularizerMatchesTheHostLoop)
     std::mt19937_64 rng{seed};
     const Synthetic model{60000, 2000, 330000, seed};
     const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
-    SolverOptions o = options();
-    o.max_iterations = 12;
-    o.residual_replacement = 5;
-    SolverOptions host = o;
-    host.launch = SolveLaunch::host_loop;
-    CgnrSolver reference{model, Regularizer{}, host, gpu(), 1};
-    const auto [x_ref, res_ref] = solve_frames(reference, b);
-    const RowsMode rows{mode()};
-    CgnrSolver solver{model, Regularizer{}, o, gpu(), 1};
-    const auto [x, res] = solve_frames(solver, b);
+    const auto [x, x_ref, res, res_ref] = against_host_loop(model, Regularizer{}, 1, b);
     EXPECT_EQ(res[0].iterations, 12);
     // ‖g‖/‖Aᵀb‖ ~3e-5 here, near float noise: the launches' gradients
     // differed by up to 25% (H100, 2026-11-22); a wrong β would stall far
