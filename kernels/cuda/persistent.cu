@@ -1,11 +1,17 @@
 // The persistent cooperative CGNR kernel (see kernels/persistent.hpp for the
 // scheme). One block of 1024 threads per SM. Per block, in shared memory:
 // d, x, the scatter image (reused for e between passes), the regularizer
-// state, the row values c of the block's rows, and (when they fit) the
-// block's rows themselves; in registers: h, g and u for the thread's
-// elements of the batch. All blocks compute the image-space part
-// identically (same data, same order of operations), so they agree on every
-// scalar without exchanging more than the scattered image.
+// state and (when they fit) the block's rows themselves; in registers: h, g
+// and u for the thread's elements of the batch. All blocks compute the
+// image-space part identically (same data, same order of operations), so
+// they agree on every scalar without exchanging more than the scattered
+// image.
+//
+// The batch's images are interleaved pixel by pixel, BMAX slots per pixel
+// (frames past the batch stay zero): a row's gather of d reads every
+// frame's value in one vector load, and since BMAX divides the block size,
+// each thread's elements belong to one frame, so its dot-product partials
+// and scalars are its frame's alone.
 //
 // Each block owns a contiguous range of rows. Its share of Aᵀc is summed in
 // 32-bit fixed point with native shared-memory integer atomics: sm_90 has
@@ -60,9 +66,9 @@ struct Args {
     float* g;
     float* d;
     CgnrScalars* scalars;
-    float* ubuf;     // 3 slots of batch * n floats
-    float* partial;  // two-phase reduction: [block][batch * n]; else null
-    unsigned row_bytes;  // dynamic shared memory after the images, for c and staged rows
+    float* ubuf;     // 3 slots of BMAX * n floats
+    float* partial;  // two-phase reduction: [block][BMAX * n]; else null
+    unsigned row_bytes;  // dynamic shared memory after the images, for staged rows
     int rows_mode;       // RowsMode
     int phases;          // print block 0's cycles per phase (RECON_PERSISTENT_PHASES)
     int one_reduction;   // 0: two block reductions per iteration everywhere
@@ -121,12 +127,13 @@ enum class Pass {
     adjoint_b, // scatter b: Aᵀ b, the reference of the relative stop test
 };
 
+/// The images below are [n][BMAX] (pixel i of frame f at i·BMAX + f).
 struct Shared {
-    float* d;      // [batch][n]
-    float* x;      // [batch][n]
-    float* acc;    // [batch][n] scatter image between passes (fixed point when
+    float* d;
+    float* x;
+    float* acc;    // scatter image between passes (fixed point when
                    // Rows::fixed_point), e within an iteration
-    float* state;  // [stateful][batch][n]
+    float* state;  // [stateful] images
     float* sums;   // [block_threads] partial sums of the two-phase reduction
     unsigned* max_bits;    // [2][BMAX] bits of max |c| per frame, by pass parity
     float* pass_scale;     // [2][BMAX] fixed-point scale of each frame's pass, by parity
@@ -135,8 +142,8 @@ struct Shared {
 
 /// The block's rows: [first, first + count). With `fixed_point`, the
 /// scatter adds integers; the passes that first find max|c| (all but the
-/// normal pass) keep c of every row in `c` ([batch][count]) between
-/// computing it and scattering it. With `staged`, the rows are copied
+/// normal pass) read c back from where their first sweep left it (r, or b)
+/// to scatter it. With `staged`, the rows are copied
 /// (generated, for rows made on the fly) once into shared memory as
 /// ELLPACK-T ([width][count], padded with zero weights), so that a pass
 /// reads no matrix bytes from L2.
@@ -148,7 +155,6 @@ struct Rows {
     int staged;
     float bound;      // max over columns of Σ |A_ij| over the block's rows
     float row_bound;  // max over the block's rows of Σ |A_ij|: |(A d)_i| ≤ row_bound · max|d|
-    float* c;
     float* val;
     unsigned short* col;
 };
@@ -168,6 +174,45 @@ __device__ __forceinline__ void block_row(const System& sys, const Rows& rows, i
     }
 }
 
+/// a[frame] for a frame known only at run time (no local-memory indexing).
+template <int BMAX, class T>
+__device__ __forceinline__ T of_frame(const T (&a)[BMAX], int frame)
+{
+    T out = a[0];
+#pragma unroll
+    for (int f = 1; f < BMAX; ++f) {
+        if (f == frame) out = a[f];
+    }
+    return out;
+}
+
+/// The frame of this thread's elements (BMAX divides the block size).
+template <int BMAX>
+__device__ __forceinline__ int thread_frame()
+{
+    return static_cast<int>(threadIdx.x % BMAX);
+}
+
+/// Every frame's value of pixel `p` of an interleaved image, in one load.
+template <int BMAX>
+__device__ __forceinline__ void load_frames(const float* p, float (&v)[BMAX])
+{
+    if constexpr (BMAX == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(p);
+        v[0] = t.x;
+        v[1] = t.y;
+        v[2] = t.z;
+        v[3] = t.w;
+    } else if constexpr (BMAX == 2) {
+        const float2 t = *reinterpret_cast<const float2*>(p);
+        v[0] = t.x;
+        v[1] = t.y;
+    } else {
+#pragma unroll
+        for (int b = 0; b < BMAX; ++b) v[b] = p[b];
+    }
+}
+
 /// The values c that pass P scatters for the block's local row l, one per
 /// frame (frames past the batch get 0); writes r or q where the pass keeps them.
 template <int BMAX, Pass P, class System>
@@ -179,11 +224,12 @@ __device__ __forceinline__ void row_values(const System& sys, const Args& a, con
 #pragma unroll
     for (int b = 0; b < BMAX; ++b) c[b] = 0.0f;
     if constexpr (P == Pass::normal) {
+        // (frames past the batch have d = 0)
         block_row(sys, rows, l, [&](index_t col, float w) {
+            float dv[BMAX];
+            load_frames<BMAX>(s.d + col * BMAX, dv);
 #pragma unroll
-            for (int b = 0; b < BMAX; ++b) {
-                if (b < a.batch) c[b] += w * s.d[b * a.n + col];
-            }
+            for (int b = 0; b < BMAX; ++b) c[b] += w * dv[b];
         });
         if (a.cgls1) {
 #pragma unroll
@@ -198,10 +244,10 @@ __device__ __forceinline__ void row_values(const System& sys, const Args& a, con
 #pragma unroll
         for (int b = 0; b < BMAX; ++b) sum[b] = 0.0;
         block_row(sys, rows, l, [&](index_t col, float w) {
+            float xv[BMAX];
+            load_frames<BMAX>(s.x + col * BMAX, xv);
 #pragma unroll
-            for (int b = 0; b < BMAX; ++b) {
-                if (b < a.batch) sum[b] += static_cast<double>(w) * s.x[b * a.n + col];
-            }
+            for (int b = 0; b < BMAX; ++b) sum[b] += static_cast<double>(w) * xv[b];
         });
 #pragma unroll
         for (int b = 0; b < BMAX; ++b) {
@@ -227,6 +273,20 @@ __device__ __forceinline__ void row_values(const System& sys, const Args& a, con
             }
             c[b] = rk;
         }
+    }
+}
+
+/// The values c that the first sweep of pass P (residual, adjoint_b or
+/// cgls1_r) found for local row l, read back from r (or b) for the scatter.
+/// (The normal pass scatters in its one sweep and never comes here.)
+template <int BMAX, Pass P>
+__device__ __forceinline__ void stored_row_values(const Args& a, const Rows& rows, index_t l,
+                                                  float (&c)[BMAX])
+{
+    const float* from = P == Pass::adjoint_b ? a.b : a.r;
+#pragma unroll
+    for (int b = 0; b < BMAX; ++b) {
+        c[b] = b < a.batch ? from[static_cast<size_type>(b) * a.m + rows.first + l] : 0.0f;
     }
 }
 
@@ -285,11 +345,13 @@ __device__ void normal_pass_staged(const Args& a, const Shared& s, const Rows& r
         }
         float c[BMAX];
 #pragma unroll
-        for (int b = 0; b < BMAX; ++b) {
-            c[b] = 0.0f;
-            if (b >= a.batch) continue;
+        for (int b = 0; b < BMAX; ++b) c[b] = 0.0f;
 #pragma unroll
-            for (int j = 0; j < W; ++j) c[b] += w[j] * s.d[b * a.n + col[j]];
+        for (int j = 0; j < W; ++j) {
+            float dv[BMAX];
+            load_frames<BMAX>(s.d + col[j] * BMAX, dv);
+#pragma unroll
+            for (int b = 0; b < BMAX; ++b) c[b] += w[j] * dv[b];
         }
 #pragma unroll
         for (int b = 0; b < BMAX; ++b) {
@@ -298,7 +360,7 @@ __device__ void normal_pass_staged(const Args& a, const Shared& s, const Rows& r
 #pragma unroll
             for (int j = 0; j < W; ++j) {
                 const int v = __float2int_rn(cs * w[j]);
-                if (v != 0) atomicAdd(acc + b * a.n + col[j], v);
+                if (v != 0) atomicAdd(acc + col[j] * BMAX + b, v);
             }
         }
         if (a.cgls1) {
@@ -354,22 +416,27 @@ __device__ void normal_pass_fixed_point(const System& sys, const Args& a, const 
             for (int b = 0; b < BMAX; ++b) {
                 if (!running[b]) continue;
                 const int v = __float2int_rn(cs[b] * w);
-                if (v != 0) atomicAdd(acc + b * a.n + col, v);
+                if (v != 0) atomicAdd(acc + col * BMAX + b, v);
             }
         });
     }
 }
 
-/// Folds this thread's |d| values into the block's max|d| per frame (read
-/// by the next normal pass).
+/// Folds this thread's |d| bits (of its frame) into the block's max|d| per
+/// frame (read by the next normal pass).
 template <int BMAX>
-__device__ __forceinline__ void note_d_max(const Shared& s, const unsigned (&bits)[BMAX])
+__device__ __forceinline__ void note_d_max(const Shared& s, unsigned bits)
 {
+    if constexpr (BMAX == 1) {
+        bits = __reduce_max_sync(0xffffffffu, bits);
+    } else {
+        // over the lanes of the same frame
 #pragma unroll
-    for (int b = 0; b < BMAX; ++b) {
-        const unsigned warp_max = __reduce_max_sync(0xffffffffu, bits[b]);
-        if (threadIdx.x % 32 == 0 && warp_max != 0) atomicMax(s.d_max_bits + b, warp_max);
+        for (int offset = 16; offset >= BMAX; offset /= 2) {
+            bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, offset));
+        }
     }
+    if (threadIdx.x % 32 < BMAX && bits != 0) atomicMax(s.d_max_bits + thread_frame<BMAX>(), bits);
 }
 
 /// Scatters c = (pass P's row values) of the block's rows into the shared
@@ -391,7 +458,7 @@ __device__ void row_pass(const System& sys, const Args& a, const Shared& s, cons
             const auto add = [&](index_t col, float w) {
 #pragma unroll
                 for (int b = 0; b < BMAX; ++b) {
-                    if (b < a.batch) atomicAdd(s.acc + b * a.n + col, c[b] * w);
+                    if (b < a.batch) atomicAdd(s.acc + col * BMAX + b, c[b] * w);
                 }
             };
             if (rows.staged) {
@@ -417,9 +484,7 @@ __device__ void row_pass(const System& sys, const Args& a, const Shared& s, cons
         row_values<BMAX, P>(sys, a, s, rows, l, sc, c);
 #pragma unroll
         for (int b = 0; b < BMAX; ++b) {
-            if (b >= a.batch) continue;
-            rows.c[b * rows.count + l] = c[b];
-            max_bits[b] = max(max_bits[b], __float_as_uint(fabsf(c[b])));
+            if (b < a.batch) max_bits[b] = max(max_bits[b], __float_as_uint(fabsf(c[b])));
         }
     }
 #pragma unroll
@@ -435,23 +500,24 @@ __device__ void row_pass(const System& sys, const Args& a, const Shared& s, cons
     int* acc = reinterpret_cast<int*>(s.acc);
     for (index_t l = threadIdx.x; l < rows.count; l += blockDim.x) {
         float cs[BMAX];
+        stored_row_values<BMAX, P>(a, rows, l, cs);
 #pragma unroll
-        for (int b = 0; b < BMAX; ++b) cs[b] = b < a.batch ? rows.c[b * rows.count + l] * scale[b] : 0.0f;
+        for (int b = 0; b < BMAX; ++b) cs[b] *= scale[b];
         block_row(sys, rows, l, [&](index_t col, float w) {
 #pragma unroll
             for (int b = 0; b < BMAX; ++b) {
                 if (b >= a.batch) continue;
                 const int v = __float2int_rn(cs[b] * w);
-                if (v != 0) atomicAdd(acc + b * a.n + col, v);
+                if (v != 0) atomicAdd(acc + col * BMAX + b, v);
             }
         });
     }
 }
 
-/// Entry j of the block's scattered image as a float; leaves it zeroed.
-template <int BMAX>
-__device__ __forceinline__ float take_image(const Args& a, const Shared& s, const Rows& rows,
-                                            const float (&unscale)[BMAX], int j)
+/// Entry j of the block's scattered image as a float (`unscale`: its
+/// frame's factor); leaves it zeroed.
+__device__ __forceinline__ float take_image(const Shared& s, const Rows& rows, float unscale,
+                                            int j)
 {
     if (!rows.fixed_point) {
         const float v = s.acc[j];
@@ -459,19 +525,14 @@ __device__ __forceinline__ float take_image(const Args& a, const Shared& s, cons
         return v;
     }
     int* acc = reinterpret_cast<int*>(s.acc);
-    float factor = unscale[0];
-#pragma unroll
-    for (int b = 1; b < BMAX; ++b) {
-        if (j >= b * a.n) factor = unscale[b];
-    }
-    const float v = static_cast<float>(acc[j]) * factor;
+    const float v = static_cast<float>(acc[j]) * unscale;
     acc[j] = 0;
     return v;
 }
 
 /// Sets up the block's rows: its range, the longest row, the column sums of
-/// |A_ij| (the fixed-point bound), and, when shared memory allows, c's
-/// buffer and a staged copy of the rows. Expects s.acc zeroed; leaves it so.
+/// |A_ij| (the fixed-point bound), and, when shared memory allows, a staged
+/// copy of the rows. Expects s.acc zeroed; leaves it so.
 template <class System>
 __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
                              unsigned* scratch, float* free_smem)
@@ -517,15 +578,11 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
     rows.bound = __uint_as_float(scratch[1]);
     // Rounding: the float sums above may sit an ulp below the exact ones.
     rows.row_bound = __uint_as_float(scratch[2]) * 1.001f;
-    // From the common range length, so that every block agrees.
-    const std::size_t c_bytes = sizeof(float) * static_cast<std::size_t>(a.batch) * per_block;
     const std::size_t staged_bytes = (sizeof(float) + sizeof(unsigned short)) *
                                      static_cast<std::size_t>(rows.width) * rows.count;
-    rows.fixed_point = a.rows_mode != rows_float_atomics && c_bytes <= a.row_bytes ? 1 : 0;
-    rows.staged = a.rows_mode == rows_automatic && rows.fixed_point && a.n <= 65536 &&
-                  c_bytes + staged_bytes <= a.row_bytes;
-    rows.c = free_smem;
-    rows.val = rows.c + static_cast<std::size_t>(a.batch) * rows.count;
+    rows.fixed_point = a.rows_mode != rows_float_atomics ? 1 : 0;
+    rows.staged = a.rows_mode == rows_automatic && a.n <= 65536 && staged_bytes <= a.row_bytes;
+    rows.val = free_smem;
     rows.col = reinterpret_cast<unsigned short*>(rows.val +
                                                  static_cast<std::size_t>(rows.width) * rows.count);
     if (rows.staged) {
@@ -556,13 +613,15 @@ template <int BMAX, int EPT>
 __device__ void gather_image_two_phase(cg::grid_group& grid, const Args& a, const Shared& s,
                                        const Rows& rows, int& pass, float (&out)[EPT])
 {
-    const int total = a.batch * a.n;
+    const int total = BMAX * a.n;
     __syncthreads();
     float unscale[BMAX];
     fixed_point_unscale<BMAX>(s, pass, unscale);
+    // (the thread's elements are all of its frame)
+    const float mine_unscale = of_frame<BMAX>(unscale, thread_frame<BMAX>());
     float* mine = a.partial + static_cast<size_type>(blockIdx.x) * total;
     for (int j = threadIdx.x; j < total; j += blockDim.x) {
-        mine[j] = take_image<BMAX>(a, s, rows, unscale, j);
+        mine[j] = take_image(s, rows, mine_unscale, j);
     }
     grid.sync();
     float* slot = a.ubuf + static_cast<size_type>(pass % 3) * total;
@@ -605,22 +664,23 @@ __device__ void flush_block(const Args& a, const Shared& s, const Rows& rows, in
                             float* slot)
 {
     __syncthreads();
-    const int total = a.batch * a.n;
+    const int total = BMAX * a.n;
     float unscale[BMAX];
     fixed_point_unscale<BMAX>(s, pass, unscale);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (a.n % 4 == 0) {
-        // sm_90's vector atomics: one add of four floats (no frame straddles
-        // a group, since n is a multiple of 4). Measured on the paper
-        // matrix: −0.5 µs per pass against scalar adds.
+    if (total % 4 == 0) {
+        // sm_90's vector atomics: one add of four floats (BMAX divides 4,
+        // so entry j + q of a group is of frame q % BMAX). Measured on the
+        // paper matrix: −0.5 µs per pass against scalar adds.
+        static_assert(4 % BMAX == 0, "a group of four holds whole pixels");
         const int groups = total / 4;
         const int start = static_cast<int>((static_cast<long long>(blockIdx.x) * groups) / gridDim.x);
         for (int j0 = threadIdx.x; j0 < groups; j0 += blockDim.x) {
             const int j = 4 * (j0 + start < groups ? j0 + start : j0 + start - groups);
-            const float4 v{take_image<BMAX>(a, s, rows, unscale, j),
-                           take_image<BMAX>(a, s, rows, unscale, j + 1),
-                           take_image<BMAX>(a, s, rows, unscale, j + 2),
-                           take_image<BMAX>(a, s, rows, unscale, j + 3)};
+            const float4 v{take_image(s, rows, unscale[0], j),
+                           take_image(s, rows, unscale[1 % BMAX], j + 1),
+                           take_image(s, rows, unscale[2 % BMAX], j + 2),
+                           take_image(s, rows, unscale[3 % BMAX], j + 3)};
             if (v.x != 0.0f || v.y != 0.0f || v.z != 0.0f || v.w != 0.0f) {
                 atomicAdd(reinterpret_cast<float4*>(slot + j), v);
             }
@@ -631,7 +691,7 @@ __device__ void flush_block(const Args& a, const Shared& s, const Rows& rows, in
     const int start = static_cast<int>((static_cast<long long>(blockIdx.x) * total) / gridDim.x);
     for (int j0 = threadIdx.x; j0 < total; j0 += blockDim.x) {
         const int j = j0 + start < total ? j0 + start : j0 + start - total;
-        const float v = take_image<BMAX>(a, s, rows, unscale, j);
+        const float v = take_image(s, rows, of_frame<BMAX>(unscale, j % BMAX), j);
         if (v != 0.0f) atomicAdd(slot + j, v);
     }
 }
@@ -649,7 +709,7 @@ __device__ void gather_image(cg::grid_group& grid, const Args& a, const Shared& 
         gather_image_two_phase<BMAX>(grid, a, s, rows, pass, out);
         return;
     }
-    const int total = a.batch * a.n;
+    const int total = BMAX * a.n;
     float* slot = a.ubuf + static_cast<size_type>(pass % 3) * total;
     flush_block<BMAX>(a, s, rows, pass, slot);
     if (clock != nullptr) clock->mark(ph_flush);
@@ -712,18 +772,19 @@ enum StepFlags : int {
     beta_known = 2,  // β (and the stop tests) done: d moves
 };
 
-/// The frames' CGNR scalars. reduce() sums each thread's partials over the
-/// block in double (warp sums by halving exchanges, the warps' sums through
-/// `red`, one barrier), then warp 0 alone finishes the sums and its lane 0
-/// updates the state (α, β, guards and stop tests: the CPU's code) and
-/// publishes what the element loops need; after the second barrier every
-/// thread keeps those in registers. One thread does the double divisions;
-/// every thread doing them measured slower (the FP64 pipe is shared by the
-/// SM's warps).
+/// The frames' CGNR scalars. reduce() sums each thread's partials (of its
+/// frame) over the block in double (warp sums by halving exchanges, the
+/// warps' sums through `red`, one barrier), then warp 0 alone finishes the
+/// sums into `total` and its lane 0 updates the state (α, β, guards and stop
+/// tests: the CPU's code) and publishes what the element loops need; after
+/// the second barrier every thread keeps those in registers. One thread
+/// does the double divisions; every thread doing them measured slower (the
+/// FP64 pipe is shared by the SM's warps).
 template <int BMAX>
 struct BlockScalars {
     CgnrScalars* state;  // [BMAX], shared
-    double* red;         // [warps][max_sums_per_frame BMAX], shared
+    double* red;         // [warps][BMAX][max_sums_per_frame], shared
+    double* total;       // [BMAX][max_sums_per_frame], shared
     float* published;    // [3][BMAX], shared: running (0/1), α, β
     int* published_flags;  // [BMAX], shared: the updates' StepFlags
     bool running[BMAX];
@@ -741,27 +802,41 @@ struct BlockScalars {
         return any;
     }
 
-    /// Sums v (K values per frame) over the block and applies
-    /// `update(state, frame, totals)` to every frame of the batch; its
-    /// return value (StepFlags) is published. Overwrites v.
+    /// Sums v (this thread's K values for its frame) over the block and
+    /// applies `update(state, frame, totals)` to every frame of the batch;
+    /// its return value (StepFlags) is published. Overwrites v.
     template <int K, class Update>
-    __device__ void reduce(const Args& a, double (&v)[K * BMAX], Update&& update,
+    __device__ void reduce(const Args& a, double (&v)[K], Update&& update,
                            PhaseClock* clock = nullptr)
     {
         static_assert(K <= max_sums_per_frame, "red holds max_sums_per_frame per frame");
-        constexpr int N = K * BMAX;
-        // In chunks of up to 8 values (16 registers), lest batches spill.
+        constexpr int N = K * BMAX;  // the block's sums, [frame][k]
+        // In chunks of up to 8 values (16 registers), lest the thread spill.
         constexpr int C = power_of_two_at_least(N < 8 ? N : 8);
         constexpr int span = 32 / C;  // lanes that end with the same value
         const int lane = threadIdx.x % 32;
         const int warp = threadIdx.x / 32;
+        if constexpr (BMAX == 1) {
 #pragma unroll
-        for (int c0 = 0; c0 < N; c0 += C) {
-            double w[C];
+            for (int c0 = 0; c0 < N; c0 += C) {
+                double w[C];
 #pragma unroll
-            for (int k = 0; k < C; ++k) w[k] = c0 + k < N ? v[c0 + k] : 0.0;
-            const double t = warp_sum_scatter<C>(w);
-            if (lane % span == 0 && c0 + lane / span < N) red[warp * N + c0 + lane / span] = t;
+                for (int k = 0; k < C; ++k) w[k] = c0 + k < N ? v[c0 + k] : 0.0;
+                const double t = warp_sum_scatter<C>(w);
+                if (lane % span == 0 && c0 + lane / span < N) red[warp * N + c0 + lane / span] = t;
+            }
+        } else {
+            // Over the lanes of one frame (lane % BMAX); lane f < BMAX ends
+            // with frame f's sums.
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                double t = v[k];
+#pragma unroll
+                for (int offset = 16; offset >= BMAX; offset /= 2) {
+                    t += __shfl_xor_sync(0xffffffffu, t, offset);
+                }
+                if (lane < BMAX) red[warp * N + lane * K + k] = t;
+            }
         }
         __syncthreads();
         if (clock != nullptr) clock->mark(ph_partials);
@@ -772,20 +847,15 @@ struct BlockScalars {
                 double w[C];
 #pragma unroll
                 for (int k = 0; k < C; ++k) w[k] = c0 + k < N ? red[lane * N + c0 + k] : 0.0;
-                const double total = warp_sum_scatter<C>(w);
-#pragma unroll
-                for (int k = 0; k < C && c0 + k < N; ++k) {
-                    v[c0 + k] = __shfl_sync(0xffffffffu, total, k * span);
-                }
+                const double t = warp_sum_scatter<C>(w);
+                if (lane % span == 0 && c0 + lane / span < N) total[c0 + lane / span] = t;
             }
+            __syncwarp();
             if (lane == 0) {
 #pragma unroll
                 for (int f = 0; f < BMAX; ++f) {
                     if (f >= a.batch) break;
-                    double totals[K];  // (constant indices: v stays in registers)
-#pragma unroll
-                    for (int k = 0; k < K; ++k) totals[k] = v[K * f + k];
-                    published_flags[f] = update(state[f], f, totals);
+                    published_flags[f] = update(state[f], f, total + K * f);
                     published[f] = state[f].status == SolveStatus::running ? 1.0f : 0.0f;
                     published[BMAX + f] = static_cast<float>(state[f].alpha);
                     published[2 * BMAX + f] = static_cast<float>(state[f].beta);
@@ -803,95 +873,56 @@ struct BlockScalars {
     }
 };
 
-/// a[frame] for a frame known only at run time (no local-memory indexing).
-template <int BMAX, class T>
-__device__ __forceinline__ T of_frame(const T (&a)[BMAX], int frame)
-{
-    T out = a[0];
-#pragma unroll
-    for (int f = 1; f < BMAX; ++f) {
-        if (f == frame) out = a[f];
-    }
-    return out;
-}
-
-/// Σ_t F_t(p, v) at pixel i of frame fb; `v` is the frame's image.
-__device__ float regularizer_at(const Args& a, const float* state, const float* v, int fb,
+/// Σ_t F_t(p, v) at pixel i of `frame`; `v` is an interleaved image (x or d).
+template <int BMAX>
+__device__ float regularizer_at(const Args& a, const float* state, const float* v, int frame,
                                 index_t i)
 {
     const index_t iy = i / a.grid.nx;
     const index_t ix = i - iy * a.grid.nx;
-    return terms_apply(a.terms, state, a.batch, fb, v, a.grid, ix, iy);
+    const BatchLayout layout = interleaved(BMAX, a.n);
+    return terms_apply(a.terms, state, layout, frame, layout.of(v, frame), a.grid, ix, iy);
 }
 
 /// The state of every stateful term from the block's x.
+template <int BMAX>
 __device__ void prepare_state(const Args& a, const Shared& s)
 {
-    const int total = a.batch * a.n;
-    for (int e = threadIdx.x; e < total; e += blockDim.x) {
-        const int fb = e / a.n;
-        const index_t i = e - fb * a.n;
+    const int frame = thread_frame<BMAX>();
+    if (frame >= a.batch) return;
+    const BatchLayout layout = interleaved(BMAX, a.n);
+    for (int e = threadIdx.x; e < BMAX * a.n; e += blockDim.x) {
+        const index_t i = e / BMAX;
         const index_t iy = i / a.grid.nx;
         const index_t ix = i - iy * a.grid.nx;
-        terms_prepare(a.terms, s.state, a.batch, fb, s.x + static_cast<size_type>(fb) * a.n,
-                      a.grid, ix, iy);
+        terms_prepare(a.terms, s.state, layout, frame, layout.of(s.x, frame), a.grid, ix, iy);
     }
 }
 
+/// The thread's j-th element: pixel i of the thread's frame (at
+/// threadIdx.x + j·block_threads of the interleaved images).
 struct Element {
-    bool valid;
-    int frame;
-    index_t i;  // pixel within the frame
+    bool valid;  // a pixel of a frame of the batch
+    index_t i;
 };
 
-/// The thread's j-th element of the batch. With one frame there is no
-/// division (this runs several times per element and iteration).
+template <int BMAX>
 __device__ __forceinline__ Element element_of(const Args& a, int j)
 {
     Element el{};
     const int e = threadIdx.x + j * block_threads;
-    el.valid = e < a.batch * a.n;
-    if (a.batch == 1) {
-        el.i = e;
-    } else if (el.valid) {
-        el.frame = e / a.n;
-        el.i = e - el.frame * a.n;
-    }
+    el.i = e / BMAX;
+    el.valid = el.i < a.n && thread_frame<BMAX>() < a.batch;
     return el;
 }
 
-/// bits[frame] = max(bits[frame], bits of v), v ≥ 0 (NaN sorts above Inf).
-template <int BMAX>
-__device__ __forceinline__ void max_to_frame(unsigned (&bits)[BMAX], int frame, float v)
+/// d = −g + β d at element e; folds |d| into the thread's bits.
+__device__ __forceinline__ void move_direction(const Shared& s, float beta, int e, float g,
+                                               unsigned& bits)
 {
-#pragma unroll
-    for (int f = 0; f < BMAX; ++f) {
-        if (f == frame) bits[f] = max(bits[f], __float_as_uint(v));
-    }
-}
-
-/// v[frame][k] += terms[k] (v holds K sums per frame).
-template <int BMAX, int K>
-__device__ __forceinline__ void add_to_frame(double (&v)[K * BMAX], int frame,
-                                             const double (&terms)[K])
-{
-#pragma unroll
-    for (int f = 0; f < BMAX; ++f) {
-        if (f == frame) {
-#pragma unroll
-            for (int k = 0; k < K; ++k) v[K * f + k] += terms[k];
-        }
-    }
-}
-
-/// d = −g + β d at element e of `frame`; folds |d| into the frame's bits.
-template <int BMAX>
-__device__ __forceinline__ void move_direction(const Shared& s, const BlockScalars<BMAX>& sc,
-                                               int frame, int e, float g, unsigned (&bits)[BMAX])
-{
-    const float dj = -g + of_frame<BMAX>(sc.beta, frame) * s.d[e];
+    const float dj = -g + beta * s.d[e];
     s.d[e] = dj;
-    max_to_frame<BMAX>(bits, frame, fabsf(dj));
+    bits = max(bits, __float_as_uint(fabsf(dj)));
 }
 
 /// d_{k+1} = −g_{k+1} + β_k d_k for the frames still running, and their
@@ -900,14 +931,15 @@ template <int BMAX, int EPT>
 __device__ void direction_step(const Args& a, const Shared& s, const BlockScalars<BMAX>& sc,
                                const float (&g)[EPT])
 {
-    unsigned d_bits[BMAX];
+    const int frame = thread_frame<BMAX>();
+    unsigned d_bits = 0;
+    if (of_frame<BMAX>(sc.running, frame)) {
+        const float beta = of_frame<BMAX>(sc.beta, frame);
 #pragma unroll
-    for (int b = 0; b < BMAX; ++b) d_bits[b] = 0;
-#pragma unroll
-    for (int j = 0; j < EPT; ++j) {
-        const Element el = element_of(a, j);
-        if (!el.valid || !of_frame<BMAX>(sc.running, el.frame)) continue;
-        move_direction<BMAX>(s, sc, el.frame, threadIdx.x + j * block_threads, g[j], d_bits);
+        for (int j = 0; j < EPT; ++j) {
+            if (!element_of<BMAX>(a, j).valid) continue;
+            move_direction(s, beta, threadIdx.x + j * block_threads, g[j], d_bits);
+        }
     }
     note_d_max<BMAX>(s, d_bits);
 }
@@ -926,17 +958,19 @@ __device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<
                                    PhaseClock& clock)
 {
     constexpr int K = max_sums_per_frame;
-    double v[K * BMAX];
-#pragma unroll
-    for (int k = 0; k < K * BMAX; ++k) v[k] = 0.0;
+    const int frame = thread_frame<BMAX>();
+    double v[K] = {};
 #pragma unroll
     for (int j = 0; j < EPT; ++j) {
-        const Element el = element_of(a, j);
-        if (!el.valid) continue;
+        if (!element_of<BMAX>(a, j).valid) continue;
         const double dj = s.d[threadIdx.x + j * block_threads];
         const double uj = u[j];
         const double hj = h[j];
-        add_to_frame<BMAX, K>(v, el.frame, {dj * uj, hj * dj, hj * uj, uj * uj, hj * hj});
+        v[0] += dj * uj;
+        v[1] += hj * dj;
+        v[2] += hj * uj;
+        v[3] += uj * uj;
+        v[4] += hj * hj;
     }
     sc.template reduce<K>(a, v, [&](CgnrScalars& state, int, const double* t) {
         if (state.status != SolveStatus::running) return 0;
@@ -955,23 +989,21 @@ __device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<
     }
     // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;  with β known,
     // d_{k+1} = −h_{k+1} + β_k d_k
-    unsigned d_bits[BMAX];
-#pragma unroll
-    for (int b = 0; b < BMAX; ++b) d_bits[b] = 0;
+    const bool step = (of_frame<BMAX>(sc.flags, frame) & step_taken) != 0;
+    const bool moves = all_known && of_frame<BMAX>(sc.running, frame);
+    const float alpha = of_frame<BMAX>(sc.alpha, frame);
+    const float beta = of_frame<BMAX>(sc.beta, frame);
+    unsigned d_bits = 0;
 #pragma unroll
     for (int j = 0; j < EPT; ++j) {
-        const Element el = element_of(a, j);
-        if (!el.valid) continue;
+        if (!element_of<BMAX>(a, j).valid) continue;
         const int e = threadIdx.x + j * block_threads;
-        if ((of_frame<BMAX>(sc.flags, el.frame) & step_taken) != 0) {
-            const float alpha = of_frame<BMAX>(sc.alpha, el.frame);
+        if (step) {
             s.x[e] += alpha * s.d[e];
             h[j] += alpha * u[j];
         }
         g[j] = h[j];
-        if (all_known && of_frame<BMAX>(sc.running, el.frame)) {
-            move_direction<BMAX>(s, sc, el.frame, e, g[j], d_bits);
-        }
+        if (moves) move_direction(s, beta, e, g[j], d_bits);
     }
     clock.mark(ph_step);
     if (all_known) {
@@ -979,15 +1011,13 @@ __device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<
         return;
     }
     // The expansion cancelled for some frame: β from the new vectors.
-    double ge_gg[2 * BMAX];
-#pragma unroll
-    for (int k = 0; k < 2 * BMAX; ++k) ge_gg[k] = 0.0;
+    double ge_gg[2] = {};
 #pragma unroll
     for (int j = 0; j < EPT; ++j) {
-        const Element el = element_of(a, j);
-        if (!el.valid) continue;
+        if (!element_of<BMAX>(a, j).valid) continue;
         const double gj = g[j];
-        add_to_frame<BMAX, 2>(ge_gg, el.frame, {gj * u[j], gj * gj});
+        ge_gg[0] += gj * u[j];
+        ge_gg[1] += gj * gj;
     }
     sc.template reduce<2>(a, ge_gg, [&](CgnrScalars& state, int f, const double* t) {
         const int flags = of_frame<BMAX>(sc.flags, f);
@@ -1001,7 +1031,8 @@ __device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<
 
 /// Prints block 0's cycles per iteration in each phase, and the most any
 /// block spent there. Every block calls it (it syncs the grid).
-__device__ void report_phases(cg::grid_group& grid, const PhaseClock& clock, int iterations)
+__device__ void report_phases(cg::grid_group& grid, const PhaseClock& clock, int batch,
+                              int iterations)
 {
     if (clock.on) {
         for (int p = 0; p < ph_count; ++p) {
@@ -1013,10 +1044,10 @@ __device__ void report_phases(cg::grid_group& grid, const PhaseClock& clock, int
     const double per = 1.0 / iterations;
     const auto block0 = [&](Phase p) { return per * clock.cycles[p]; };
     const auto most = [&](Phase p) { return per * static_cast<double>(phase_max_cycles[p]); };
-    printf("persistent kernel, cycles per iteration over %d (block 0 / most of any block): "
+    printf("persistent kernel, batch %d, cycles per iteration over %d (block 0 / most of any block): "
            "rows %.0f/%.0f flush %.0f/%.0f sync %.0f/%.0f load %.0f/%.0f partials %.0f/%.0f "
            "alpha %.0f/%.0f step %.0f/%.0f beta %.0f/%.0f direction %.0f/%.0f\n",
-           iterations, block0(ph_rows), most(ph_rows), block0(ph_flush), most(ph_flush),
+           batch, iterations, block0(ph_rows), most(ph_rows), block0(ph_flush), most(ph_flush),
            block0(ph_sync), most(ph_sync), block0(ph_load), most(ph_load), block0(ph_partials),
            most(ph_partials), block0(ph_alpha),
            most(ph_alpha), block0(ph_step), most(ph_step), block0(ph_beta), most(ph_beta),
@@ -1033,6 +1064,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     // sums share one buffer (never in use at once: barriers lie between).
     constexpr int red_doubles = warps * max_sums_per_frame * BMAX;
     __shared__ double red[red_doubles > block_threads / 2 ? red_doubles : block_threads / 2];
+    __shared__ double scalar_total[max_sums_per_frame * BMAX];
     __shared__ float scalar_published[3 * BMAX];
     __shared__ int scalar_flags[BMAX];
 
@@ -1048,17 +1080,21 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
             for (int p = 0; p < ph_count; ++p) phase_max_cycles[p] = 0;
         }
     }
-    const int total = a.batch * a.n;
+    const int total = BMAX * a.n;
     const Shared s{smem,           smem + total,   smem + 2 * total, smem + 3 * total,
                    reinterpret_cast<float*>(red), max_bits, pass_scale, d_max_bits};
     const bool regularized = a.terms.count > 0;
+    const int frame = thread_frame<BMAX>();
 
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < 3 * total;
          j += gridDim.x * blockDim.x) {
         a.ubuf[j] = 0.0f;
     }
+    // x into the interleaved layout; the slots of frames past the batch stay 0
     for (int j = threadIdx.x; j < total; j += blockDim.x) {
-        s.x[j] = a.x[j];
+        const index_t i = j / BMAX;
+        s.x[j] = frame < a.batch ? a.x[static_cast<size_type>(frame) * a.n + i] : 0.0f;
+        s.d[j] = 0.0f;
         s.acc[j] = 0.0f;
     }
     if (threadIdx.x < 2 * BMAX) max_bits[threadIdx.x] = 0;
@@ -1069,7 +1105,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
 
     int pass = 0;
     float h[EPT], g[EPT], u[EPT];
-    BlockScalars<BMAX> sc{scalar_state, red, scalar_published, scalar_flags};
+    BlockScalars<BMAX> sc{scalar_state, red, scalar_total, scalar_published, scalar_flags};
     for (int f = 0; f < BMAX; ++f) {
         if (threadIdx.x == 0 && f < a.batch) scalar_state[f] = a.scalars[f];
     }
@@ -1082,29 +1118,23 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     gather_image<BMAX>(grid, a, s, rows, pass, u);
     // g0 = h0 + F(x0, x0);  d0 = −g0;  ‖g0‖²
     if (regularized) {
-        prepare_state(a, s);
+        prepare_state<BMAX>(a, s);
         __syncthreads();
     }
     // Products and sums in double: float partials measured no faster here,
     // and squares of small gradients leave float's range.
-    double v[2 * BMAX];
-#pragma unroll
-    for (int k = 0; k < 2 * BMAX; ++k) v[k] = 0.0;
-    unsigned d_bits[BMAX];
-#pragma unroll
-    for (int b = 0; b < BMAX; ++b) d_bits[b] = 0;
+    double v[2] = {};
+    unsigned d_bits = 0;
 #pragma unroll
     for (int j = 0; j < EPT; ++j) {
-        const Element el = element_of(a, j);
+        const Element el = element_of<BMAX>(a, j);
         g[j] = h[j];
         if (!el.valid) continue;
-        if (regularized) {
-            g[j] += regularizer_at(a, s.state, s.x + el.frame * a.n, el.frame, el.i);
-        }
+        if (regularized) g[j] += regularizer_at<BMAX>(a, s.state, s.x, frame, el.i);
         s.d[threadIdx.x + j * block_threads] = -g[j];
-        max_to_frame<BMAX>(d_bits, el.frame, fabsf(g[j]));
-        add_to_frame<BMAX, 2>(v, el.frame, {static_cast<double>(g[j]) * g[j],
-                                             static_cast<double>(u[j]) * u[j]});
+        d_bits = max(d_bits, __float_as_uint(fabsf(g[j])));
+        v[0] += static_cast<double>(g[j]) * g[j];
+        v[1] += static_cast<double>(u[j]) * u[j];
     }
     note_d_max<BMAX>(s, d_bits);
     sc.template reduce<2>(a, v, [&](CgnrScalars& state, int, const double* t) {
@@ -1125,32 +1155,27 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         // lies between); the d update below gathers it anew.
         if (threadIdx.x < BMAX) s.d_max_bits[threadIdx.x] = 0;
         const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
-        // (One frame only: the 4-frame shape's 20 sums per thread spilled
-        // ~500 more bytes of registers.)
-        if constexpr (BMAX == 1) {
-            if (a.one_reduction != 0 && !regularized && !a.cgls1 && !replace) {
-                one_reduction_step<BMAX>(a, s, sc, h, g, u, clock);
-                __syncthreads();
-                clock.mark(ph_direction);
-                continue;
-            }
+        if (a.one_reduction != 0 && !regularized && !a.cgls1 && !replace) {
+            one_reduction_step<BMAX>(a, s, sc, h, g, u, clock);
+            __syncthreads();
+            clock.mark(ph_direction);
+            continue;
         }
         // e_k = u_k + F(x_k, d_k) (into the idle scatter image);
         // f_k = d_kᵀ e_k;  g_kᵀ d_k
-#pragma unroll
-        for (int k2 = 0; k2 < 2 * BMAX; ++k2) v[k2] = 0.0;
+        v[0] = 0.0;
+        v[1] = 0.0;
 #pragma unroll
         for (int j = 0; j < EPT; ++j) {
-            const Element el = element_of(a, j);
+            const Element el = element_of<BMAX>(a, j);
             if (!el.valid) continue;
             const int e = threadIdx.x + j * block_threads;
             float ej = u[j];
-            if (regularized) {
-                ej += regularizer_at(a, s.state, s.d + el.frame * a.n, el.frame, el.i);
-            }
+            if (regularized) ej += regularizer_at<BMAX>(a, s.state, s.d, frame, el.i);
             s.acc[e] = ej;
             const double dj = s.d[e];
-            add_to_frame<BMAX, 2>(v, el.frame, {dj * ej, static_cast<double>(g[j]) * dj});
+            v[0] += dj * ej;
+            v[1] += static_cast<double>(g[j]) * dj;
         }
         // α_k = −(g_kᵀ d_k) / f_k, guarded
         sc.template reduce<2>(a, v, [&](CgnrScalars& state, int, const double* t) {
@@ -1162,18 +1187,21 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         }, &clock);
         clock.mark(ph_alpha);
         // x_{k+1} = x_k + α_k d_k;  fused: h_{k+1} = h_k + α_k u_k
+        if (of_frame<BMAX>(sc.running, frame)) {
+            const float alpha = of_frame<BMAX>(sc.alpha, frame);
 #pragma unroll
-        for (int j = 0; j < EPT; ++j) {
-            const Element el = element_of(a, j);
-            if (!el.valid || !of_frame<BMAX>(sc.running, el.frame)) continue;
-            const int e = threadIdx.x + j * block_threads;
-            const float alpha = of_frame<BMAX>(sc.alpha, el.frame);
-            s.x[e] += alpha * s.d[e];
-            if (!a.cgls1) h[j] += alpha * u[j];
+            for (int j = 0; j < EPT; ++j) {
+                if (!element_of<BMAX>(a, j).valid) continue;
+                const int e = threadIdx.x + j * block_threads;
+                s.x[e] += alpha * s.d[e];
+                if (!a.cgls1) h[j] += alpha * u[j];
+            }
         }
-        if (a.cgls1) {
-            // r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}. The pass scatters
-            // into the shared image, so e moves to u's registers meanwhile.
+        if (a.cgls1 || replace) {
+            // CGLS1: r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}.
+            // Residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b).
+            // The pass scatters into the shared image, so e moves to u's
+            // registers meanwhile.
 #pragma unroll
             for (int j = 0; j < EPT; ++j) {
                 const int e = threadIdx.x + j * block_threads;
@@ -1182,19 +1210,11 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
             __syncthreads();
             for (int j = threadIdx.x; j < total; j += blockDim.x) s.acc[j] = 0.0f;
             __syncthreads();
-            row_pass<BMAX, Pass::cgls1_r>(sys, a, s, rows, sc.now(), pass);
-            gather_image<BMAX>(grid, a, s, rows, pass, h);
-        } else if (replace) {
-            // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b)
-#pragma unroll
-            for (int j = 0; j < EPT; ++j) {
-                const int e = threadIdx.x + j * block_threads;
-                u[j] = e < total ? s.acc[e] : 0.0f;
+            if (a.cgls1) {
+                row_pass<BMAX, Pass::cgls1_r>(sys, a, s, rows, sc.now(), pass);
+            } else {
+                row_pass<BMAX, Pass::residual>(sys, a, s, rows, sc.now(), pass);
             }
-            __syncthreads();
-            for (int j = threadIdx.x; j < total; j += blockDim.x) s.acc[j] = 0.0f;
-            __syncthreads();
-            row_pass<BMAX, Pass::residual>(sys, a, s, rows, sc.now(), pass);
             gather_image<BMAX>(grid, a, s, rows, pass, h);
         } else {
 #pragma unroll
@@ -1207,18 +1227,17 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         if (regularized) __syncthreads();  // x_{k+1} complete for the stencils
         clock.mark(ph_step);
         // g_{k+1} = h_{k+1} + F(x_k, x_{k+1});  g_{k+1}ᵀ e_k;  ‖g_{k+1}‖²   (u holds e_k)
-#pragma unroll
-        for (int k2 = 0; k2 < 2 * BMAX; ++k2) v[k2] = 0.0;
+        v[0] = 0.0;
+        v[1] = 0.0;
 #pragma unroll
         for (int j = 0; j < EPT; ++j) {
-            const Element el = element_of(a, j);
+            const Element el = element_of<BMAX>(a, j);
             g[j] = h[j];
             if (!el.valid) continue;
-            if (regularized) {
-                g[j] += regularizer_at(a, s.state, s.x + el.frame * a.n, el.frame, el.i);
-            }
+            if (regularized) g[j] += regularizer_at<BMAX>(a, s.state, s.x, frame, el.i);
             const double gj = g[j];
-            add_to_frame<BMAX, 2>(v, el.frame, {gj * u[j], gj * gj});
+            v[0] += gj * u[j];
+            v[1] += gj * gj;
         }
         // β_k and the stop tests
         sc.template reduce<2>(a, v, [&](CgnrScalars& state, int, const double* t) {
@@ -1229,30 +1248,36 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         clock.mark(ph_beta);
         direction_step<BMAX>(a, s, sc, g);
         // the lag moves on: state from x_{k+1}
-        if (regularized) prepare_state(a, s);
+        if (regularized) prepare_state<BMAX>(a, s);
         __syncthreads();
         clock.mark(ph_direction);
     }
 
-    if (a.phases != 0) report_phases(grid, clock, iterations);
+    if (a.phases != 0) report_phases(grid, clock, a.batch, iterations);
     if (blockIdx.x != 0) return;
+    // back to the solver's frame-major buffers
 #pragma unroll
     for (int j = 0; j < EPT; ++j) {
-        const int e = threadIdx.x + j * block_threads;
-        if (e >= total) continue;
-        a.h[e] = h[j];
-        a.g[e] = g[j];
+        const Element el = element_of<BMAX>(a, j);
+        if (!el.valid) continue;
+        const size_type k = static_cast<size_type>(frame) * a.n + el.i;
+        a.h[k] = h[j];
+        a.g[k] = g[j];
     }
-    for (int j = threadIdx.x; j < total; j += blockDim.x) {
-        a.x[j] = s.x[j];
-        a.d[j] = s.d[j];
+    if (frame < a.batch) {
+        for (int j = threadIdx.x; j < total; j += blockDim.x) {
+            const size_type k = static_cast<size_type>(frame) * a.n + j / BMAX;
+            a.x[k] = s.x[j];
+            a.d[k] = s.d[j];
+        }
     }
     if (threadIdx.x < a.batch) a.scalars[threadIdx.x] = sc.now()[threadIdx.x];
 }
 
 // --- host side ---------------------------------------------------------------------
 
-/// (frames per block, elements per thread) shapes that are compiled.
+/// (frames per block, elements per thread) shapes that are compiled. A
+/// shape's images hold bmax frames whatever the batch: bmax·n ≤ ept·1024.
 struct Shape {
     int bmax;
     int ept;
@@ -1266,19 +1291,25 @@ int stateful_terms(const RegularizerTerms& terms)
     return count;
 }
 
-std::size_t shared_bytes(const PersistentCgnrProblem& p)
-{
-    const std::size_t total = static_cast<std::size_t>(p.batch) * cols_of(p.system);
-    return (3 + stateful_terms(p.terms)) * total * sizeof(float);
-}
-
 const Shape* shape_for(const PersistentCgnrProblem& p)
 {
-    const long long total = static_cast<long long>(p.batch) * cols_of(p.system);
     for (const Shape& s : shapes) {
+        const long long total = static_cast<long long>(s.bmax) * cols_of(p.system);
         if (p.batch <= s.bmax && total <= static_cast<long long>(s.ept) * block_threads) return &s;
     }
     return nullptr;
+}
+
+/// Floats of one image set of the batch (bmax frames interleaved).
+std::size_t image_floats(const PersistentCgnrProblem& p)
+{
+    const Shape* shape = shape_for(p);
+    return static_cast<std::size_t>(shape != nullptr ? shape->bmax : p.batch) * cols_of(p.system);
+}
+
+std::size_t shared_bytes(const PersistentCgnrProblem& p)
+{
+    return (3 + stateful_terms(p.terms)) * image_floats(p) * sizeof(float);
 }
 
 /// Launches with all the shared memory a block may have: what the images
@@ -1332,8 +1363,7 @@ std::size_t persistent_workspace_floats(const PersistentCgnrProblem& p)
 {
     // Three slots, and the blocks' images for the two-phase reduction (one
     // block per SM; 256 covers every current GPU, checked at launch).
-    const std::size_t total = static_cast<std::size_t>(p.batch) * cols_of(p.system);
-    return (3 + (p.two_phase_reduction ? max_persistent_blocks : 0)) * total;
+    return (3 + (p.two_phase_reduction ? max_persistent_blocks : 0)) * image_floats(p);
 }
 
 void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p,
@@ -1368,7 +1398,7 @@ void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p
         if (sm_count(exec) > max_persistent_blocks) {
             throw std::runtime_error{"persistent CGNR kernel: more SMs than workspace blocks"};
         }
-        args.partial = workspace + 3 * static_cast<std::size_t>(p.batch) * cols_of(p.system);
+        args.partial = workspace + 3 * image_floats(p);
     }
     const Shape* shape = shape_for(p);
     const std::size_t bytes = shared_bytes(p);
@@ -1394,8 +1424,8 @@ std::string persistent_cgnr_supports(const Executor& exec, const PersistentCgnrP
     if (p.batch < 1) return "batch must be positive";
     if (p.cgls1 && p.q.data == nullptr) return "the CGLS1 form needs the q buffer";
     if (shape_for(p) == nullptr) {
-        return "the persistent kernel keeps the batch's images in one block: batch <= 4 and "
-               "batch * n <= 12288 (batch 1: n <= 4096); found batch " +
+        return "the persistent kernel keeps the batch's images in one block: batch 1 with "
+               "n <= 4096, or batch <= 4 with n <= 3072; found batch " +
                std::to_string(p.batch) + ", n " + std::to_string(cols_of(p.system));
     }
     int limit = 0;

@@ -195,24 +195,30 @@ TEST_P(PersistentRows, MatchesTheHostLoopOnAStoredMatrixOrderedForBanks)
     EXPECT_LE(test::rel_error(x, x_ref), 1e-3);
 }
 
-// One frame without a regularizer takes the one-reduction step (β from sums
-// taken before the step) in every iteration but those of the residual
-// replacement; the host loop sums β over the new gradient.
-TEST_P(PersistentRows, OneFrameWithoutRegularizerMatchesTheHostLoop)
+// Without a regularizer every batch takes the one-reduction step (β from
+// sums taken before the step) in every iteration but those of the residual
+// replacement; the host loop sums β over the new gradient. Batch 4 fills
+// every slot of the interleaved images.
+TEST_P(PersistentRows, WithoutRegularizerMatchesTheHostLoop)
 {
     RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
     const Synthetic model{60000, 2000, 330000, seed};
-    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
-    const auto [x, x_ref, res, res_ref] = against_host_loop(model, Regularizer{}, 1, b);
-    EXPECT_EQ(res[0].iterations, 12);
-    // ‖g‖/‖Aᵀb‖ ~3e-5 here, near float noise: the launches' gradients
-    // differed by up to 25% (H100, 2026-11-22); a wrong β would stall far
-    // above it
-    EXPECT_LE(res[0].rel_gradient, 3.0 * res_ref[0].rel_gradient + 1e-6);
-    EXPECT_LE(test::rel_error(x, x_ref), 1e-3);
+    for (const int batch : {1, 4}) {
+        SCOPED_TRACE("batch " + std::to_string(batch));
+        const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
+        const auto [x, x_ref, res, res_ref] = against_host_loop(model, Regularizer{}, batch, b);
+        for (int f = 0; f < batch; ++f) {
+            EXPECT_EQ(res[f].iterations, 12) << "frame " << f;
+            // ‖g‖/‖Aᵀb‖ ~3e-5 here, near float noise: the launches'
+            // gradients differed by up to 25% (H100, 2026-11-22); a wrong β
+            // would stall far above it
+            EXPECT_LE(res[f].rel_gradient, 3.0 * res_ref[f].rel_gradient + 1e-6) << "frame " << f;
+        }
+        EXPECT_LE(test::rel_error(x, x_ref), 1e-3);
+    }
 }
 
 // A normal operator with three distinct eigenvalues: CG's gradient falls to

@@ -171,6 +171,26 @@ TEST(GpuSolverLimits, PersistentRejectsImagesThatDoNotFitWithAClearMessage)
     }
 }
 
+TEST(GpuSolverLimits, PersistentBatchesRejectImagesPastTheirSlotsWithAClearMessage)
+{
+    // A batch of 2 keeps 4 interleaved slots per pixel: n = 3500 fits one
+    // frame (n <= 4096) but not a batch.
+    RECON_REQUIRE_GPU();
+    const Synthetic model{20000, 3500, 100000, 5};
+    SolverOptions o;
+    o.launch = SolveLaunch::persistent;
+    o.max_iterations = 3;
+    CgnrSolver single{model, Regularizer{}, o, gpu(), 1};
+    EXPECT_NO_THROW(single.solve());
+    CgnrSolver pair{model, Regularizer{}, o, gpu(), 2};
+    try {
+        pair.solve();
+        FAIL() << "expected an error";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string{e.what()}.find("batch 2, n 3500"), std::string::npos) << e.what();
+    }
+}
+
 /// Full solves (both forms, batch 2, a regularizer) small enough for
 /// compute-sanitizer; one test per launch so each can be checked alone.
 void sanitize_solves(SolveLaunch launch)

@@ -1,6 +1,8 @@
 #pragma once
 // Per-pixel regularizer formulas, shared by both backends (see
-// regularizer_views.hpp for the maths). Images are [ny][nx], x fastest.
+// regularizer_views.hpp for the maths). Images are [ny][nx], x fastest; a
+// batch's frames lie one after another (frame-major, the solver's buffers)
+// or interleaved pixel by pixel (the persistent kernel's shared memory).
 
 #include <cmath>
 
@@ -9,8 +11,32 @@
 
 namespace recon::kernels {
 
+/// One frame's image whose pixels lie `stride` floats apart; p == nullptr
+/// stands for "no image" (weighted_dtd's W = I).
+struct StridedImage {
+    const float* p;
+    size_type stride;
+    RECON_HD float operator[](size_type i) const { return p[i * stride]; }
+};
+
+/// Where pixel i of frame f of a batch lies: at f·frame + i·pixel, in each
+/// of the stateful terms' slots of `image` floats.
+struct BatchLayout {
+    size_type image;
+    size_type frame;
+    size_type pixel;
+    RECON_HD size_type at(int f, size_type i) const { return f * frame + i * pixel; }
+    /// Frame f's image within the slot that starts at `slot`.
+    RECON_HD StridedImage of(const float* slot, int f) const { return {slot + f * frame, pixel}; }
+};
+
+/// [frame][pixel]: the solver's buffers.
+RECON_HD BatchLayout frame_major(int batch, size_type n) { return {batch * n, n, 1}; }
+/// [pixel][frame], `frames` slots per pixel.
+RECON_HD BatchLayout interleaved(int frames, size_type n) { return {frames * n, 1, frames}; }
+
 /// Forward differences with a Neumann boundary at pixel (ix, iy).
-RECON_HD void forward_gradient(const float* v, ImageGrid g, index_t ix, index_t iy,
+RECON_HD void forward_gradient(StridedImage v, ImageGrid g, index_t ix, index_t iy,
                                float& gx, float& gy)
 {
     const index_t i = iy * g.nx + ix;
@@ -18,31 +44,31 @@ RECON_HD void forward_gradient(const float* v, ImageGrid g, index_t ix, index_t 
     gy = iy + 1 < g.ny ? v[i + g.nx] - v[i] : 0.0f;
 }
 
-/// (Dᵀ W D v) at pixel (ix, iy), W = diag(w); w == nullptr means W = I.
-RECON_HD float weighted_dtd(const float* v, const float* w, ImageGrid g, index_t ix,
+/// (Dᵀ W D v) at pixel (ix, iy), W = diag(w); w.p == nullptr means W = I.
+RECON_HD float weighted_dtd(StridedImage v, StridedImage w, ImageGrid g, index_t ix,
                             index_t iy)
 {
     const index_t i = iy * g.nx + ix;
     float gx, gy;
     forward_gradient(v, g, ix, iy, gx, gy);
-    const float wi = w ? w[i] : 1.0f;
+    const float wi = w.p ? w[i] : 1.0f;
     float sum = -wi * (gx + gy);
     if (ix > 0) {
         float gxl, gyl;
         forward_gradient(v, g, ix - 1, iy, gxl, gyl);
-        sum += (w ? w[i - 1] : 1.0f) * gxl;
+        sum += (w.p ? w[i - 1] : 1.0f) * gxl;
     }
     if (iy > 0) {
         float gxu, gyu;
         forward_gradient(v, g, ix, iy - 1, gxu, gyu);
-        sum += (w ? w[i - g.nx] : 1.0f) * gyu;
+        sum += (w.p ? w[i - g.nx] : 1.0f) * gyu;
     }
     return sum;
 }
 
 /// The state a stateful term keeps for pixel (ix, iy) of p: the TV
 /// diffusivity 1/sqrt(|Dp|² + eps²), or the sign-constraint weight.
-RECON_HD float term_state(const RegularizerTerm& t, const float* p, ImageGrid g, index_t ix,
+RECON_HD float term_state(const RegularizerTerm& t, StridedImage p, ImageGrid g, index_t ix,
                           index_t iy)
 {
     const index_t i = iy * g.nx + ix;
@@ -60,13 +86,13 @@ RECON_HD float term_state(const RegularizerTerm& t, const float* p, ImageGrid g,
 
 /// F_t(p, v) at pixel (ix, iy); `state` is this term's state image of the
 /// frame (unused by stateless terms).
-RECON_HD float term_apply(const RegularizerTerm& t, const float* state, const float* v,
+RECON_HD float term_apply(const RegularizerTerm& t, StridedImage state, StridedImage v,
                           ImageGrid g, index_t ix, index_t iy)
 {
     const index_t i = iy * g.nx + ix;
     switch (t.kind) {
     case RegularizerKind::tikhonov: return t.weight * v[i];
-    case RegularizerKind::laplacian: return t.weight * weighted_dtd(v, nullptr, g, ix, iy);
+    case RegularizerKind::laplacian: return t.weight * weighted_dtd(v, {nullptr, 0}, g, ix, iy);
     case RegularizerKind::tv: return t.weight * weighted_dtd(v, state, g, ix, iy);
     case RegularizerKind::nonneg:
     case RegularizerKind::nonpos: return t.weight * state[i] * v[i];
@@ -74,36 +100,52 @@ RECON_HD float term_apply(const RegularizerTerm& t, const float* state, const fl
     return 0.0f;
 }
 
-/// Σ_t F_t(p, v) at pixel (ix, iy) of frame `frame`: `state` holds every
-/// stateful term's images in regularizer_prepare's layout ([slot][frame][pixel])
-/// and `v` is the frame's image.
 /// regularizer_prepare at pixel (ix, iy) of frame `frame`: every stateful
-/// term's state from p (the frame's image), into `state` ([slot][frame][pixel]).
-RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, int batch, int frame,
-                            const float* p, ImageGrid g, index_t ix, index_t iy)
+/// term's state from p (the frame's image), into `state` (one slot per
+/// stateful term, laid out as `layout`).
+RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, BatchLayout layout,
+                            int frame, StridedImage p, ImageGrid g, index_t ix, index_t iy)
 {
-    const size_type n = g.size();
     const size_type i = static_cast<size_type>(iy) * g.nx + ix;
     size_type slot = 0;
     for (int t = 0; t < terms.count; ++t) {
         const RegularizerTerm& term = terms.term[t];
         if (!needs_state(term.kind)) continue;
-        state[(slot++ * batch + frame) * n + i] = term_state(term, p, g, ix, iy);
+        state[slot++ * layout.image + layout.at(frame, i)] = term_state(term, p, g, ix, iy);
     }
+}
+
+/// Σ_t F_t(p, v) at pixel (ix, iy) of frame `frame`: `state` holds every
+/// stateful term's slot as terms_prepare wrote it, `v` is the frame's image.
+RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, BatchLayout layout,
+                           int frame, StridedImage v, ImageGrid g, index_t ix, index_t iy)
+{
+    float sum = 0.0f;
+    size_type slot = 0;
+    for (int t = 0; t < terms.count; ++t) {
+        const RegularizerTerm& term = terms.term[t];
+        const StridedImage sb = needs_state(term.kind)
+                                    ? layout.of(state + slot++ * layout.image, frame)
+                                    : StridedImage{nullptr, 0};
+        sum += term_apply(term, sb, v, g, ix, iy);
+    }
+    return sum;
+}
+
+/// The same for frame-major buffers ([slot][frame][pixel] state, `p` and
+/// `v` the frame's contiguous image).
+RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, int batch, int frame,
+                            const float* p, ImageGrid g, index_t ix, index_t iy)
+{
+    terms_prepare(terms, state, frame_major(batch, g.size()), frame, StridedImage{p, 1}, g, ix,
+                  iy);
 }
 
 RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, int batch,
                            int frame, const float* v, ImageGrid g, index_t ix, index_t iy)
 {
-    const size_type n = g.size();
-    float sum = 0.0f;
-    size_type slot = 0;
-    for (int t = 0; t < terms.count; ++t) {
-        const RegularizerTerm& term = terms.term[t];
-        const float* sb = needs_state(term.kind) ? state + (slot++ * batch + frame) * n : nullptr;
-        sum += term_apply(term, sb, v, g, ix, iy);
-    }
-    return sum;
+    return terms_apply(terms, state, frame_major(batch, g.size()), frame, StridedImage{v, 1}, g,
+                       ix, iy);
 }
 
 }  // namespace recon::kernels
