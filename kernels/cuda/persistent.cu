@@ -1,8 +1,9 @@
 // The persistent cooperative CGNR kernel (see kernels/persistent.hpp for the
 // scheme). One block of 1024 threads per SM. Per block, in shared memory:
-// d, x, the scatter image (reused for e between passes), the regularizer
-// state and (when they fit) the block's rows themselves; in registers: h, g
-// and u for the thread's elements of the batch. All blocks compute the
+// d, the scatter image (reused for e between passes), with a regularizer x
+// and its state, and as many of the block's rows as fit; in registers: h,
+// g and u for the thread's elements of the batch (and without a
+// regularizer, the block's own slice of x: OwnedX). All blocks compute the
 // image-space part identically (same data, same order of operations), so
 // they agree on every scalar without exchanging more than the scattered
 // image.
@@ -67,12 +68,14 @@ struct Args {
     float* d;
     CgnrScalars* scalars;
     float* ubuf;     // 3 slots of BMAX * n floats
+    float* xbuf;     // BMAX * n floats: x for the residual pass when x is not in shared memory
     float* partial;  // two-phase reduction: [block][BMAX * n]; else null
     unsigned row_bytes;  // dynamic shared memory after the images, for staged rows
     int rows_mode;       // RowsMode
     int phases;          // print block 0's cycles per phase (RECON_PERSISTENT_PHASES)
     int one_reduction;   // 0: two block reductions per iteration everywhere
                          // (RECON_PERSISTENT_TWO_REDUCTIONS, for comparing)
+    int x_shared;        // x in shared memory (with a regularizer); else see OwnedX
 };
 
 /// Where an iteration's time goes, as block 0's thread 0 sees it (waits at
@@ -130,9 +133,9 @@ enum class Pass {
 /// The images below are [n][BMAX] (pixel i of frame f at i·BMAX + f).
 struct Shared {
     float* d;
-    float* x;
     float* acc;    // scatter image between passes (fixed point when
                    // Rows::fixed_point), e within an iteration
+    float* x;      // with a regularizer (its stencils read x); else null: see OwnedX
     float* state;  // [stateful] images
     float* sums;   // [block_threads] partial sums of the two-phase reduction
     unsigned* max_bits;    // [2][BMAX] bits of max |c| per frame, by pass parity
@@ -143,16 +146,16 @@ struct Shared {
 /// The block's rows: [first, first + count). With `fixed_point`, the
 /// scatter adds integers; the passes that first find max|c| (all but the
 /// normal pass) read c back from where their first sweep left it (r, or b)
-/// to scatter it. With `staged`, the rows are copied
-/// (generated, for rows made on the fly) once into shared memory as
-/// ELLPACK-T ([width][count], padded with zero weights), so that a pass
-/// reads no matrix bytes from L2.
+/// to scatter it. The first `staged` rows (all of them where they fit, else
+/// as many slices of 32 as fit) are copied (generated, for rows made on the
+/// fly) once into shared memory as ELLPACK-T ([width][staged], padded with
+/// zero weights), so that a pass reads no matrix bytes from L2 for them.
 struct Rows {
     index_t first;
     index_t count;
     index_t width;
     int fixed_point;
-    int staged;
+    index_t staged;
     float bound;      // max over columns of Σ |A_ij| over the block's rows
     float row_bound;  // max over the block's rows of Σ |A_ij|: |(A d)_i| ≤ row_bound · max|d|
     float* val;
@@ -165,8 +168,8 @@ struct Rows {
 template <class System, class F>
 __device__ __forceinline__ void block_row(const System& sys, const Rows& rows, index_t l, F&& f)
 {
-    if (rows.staged) {
-        for (index_t j = 0, k = l; j < rows.width; ++j, k += rows.count) {
+    if (l < rows.staged) {
+        for (index_t j = 0, k = l; j < rows.width; ++j, k += rows.staged) {
             f(static_cast<index_t>(rows.col[k]), rows.val[k]);
         }
     } else {
@@ -213,6 +216,39 @@ __device__ __forceinline__ void load_frames(const float* p, float (&v)[BMAX])
     }
 }
 
+/// load_frames from global memory written by other blocks since the last
+/// grid sync (through L2: an SM's L1 may hold an older copy).
+template <int BMAX>
+__device__ __forceinline__ void load_frames_global(const float* p, float (&v)[BMAX])
+{
+    if constexpr (BMAX == 4) {
+        const float4 t = __ldcg(reinterpret_cast<const float4*>(p));
+        v[0] = t.x;
+        v[1] = t.y;
+        v[2] = t.z;
+        v[3] = t.w;
+    } else {
+#pragma unroll
+        for (int b = 0; b < BMAX; ++b) v[b] = __ldcg(p + b);
+    }
+}
+
+/// Where frame b's entry of column col lies in the scatter image. Unlike
+/// the other images it is frame-major, so that a warp's adds for one frame
+/// spread over the banks as its columns do (interleaved, columns 8 apart
+/// would share a bank).
+__device__ __forceinline__ index_t acc_at(const Args& a, index_t col, int b)
+{
+    return b * a.n + col;
+}
+
+/// The scatter image's entry of element e of the interleaved images.
+template <int BMAX>
+__device__ __forceinline__ index_t acc_of_element(const Args& a, index_t e)
+{
+    return acc_at(a, e / BMAX, static_cast<int>(e % BMAX));
+}
+
 /// The values c that pass P scatters for the block's local row l, one per
 /// frame (frames past the batch get 0); writes r or q where the pass keeps them.
 template <int BMAX, Pass P, class System>
@@ -245,7 +281,11 @@ __device__ __forceinline__ void row_values(const System& sys, const Args& a, con
         for (int b = 0; b < BMAX; ++b) sum[b] = 0.0;
         block_row(sys, rows, l, [&](index_t col, float w) {
             float xv[BMAX];
-            load_frames<BMAX>(s.x + col * BMAX, xv);
+            if (s.x != nullptr) {
+                load_frames<BMAX>(s.x + col * BMAX, xv);
+            } else {
+                load_frames_global<BMAX>(a.xbuf + col * BMAX, xv);
+            }
 #pragma unroll
             for (int b = 0; b < BMAX; ++b) sum[b] += static_cast<double>(w) * xv[b];
         });
@@ -327,7 +367,31 @@ __device__ __forceinline__ void publish_scale(const Shared& s, int pass, const f
     }
 }
 
-/// The normal pass over staged rows of exactly W entries (padding has
+/// One row of the normal pass from block_row (staged or not, any width):
+/// c = A_l d, then the scatter of c·A_l.
+template <int BMAX, class System>
+__device__ __forceinline__ void normal_row(const System& sys, const Args& a, const Shared& s,
+                                           const Rows& rows, index_t l, const CgnrScalars* sc,
+                                           const bool (&running)[BMAX],
+                                           const float (&scale)[BMAX])
+{
+    int* acc = reinterpret_cast<int*>(s.acc);
+    float c[BMAX];
+    row_values<BMAX, Pass::normal>(sys, a, s, rows, l, sc, c);
+    float cs[BMAX];
+#pragma unroll
+    for (int b = 0; b < BMAX; ++b) cs[b] = running[b] ? c[b] * scale[b] : 0.0f;
+    block_row(sys, rows, l, [&](index_t col, float w) {
+#pragma unroll
+        for (int b = 0; b < BMAX; ++b) {
+            if (!running[b]) continue;
+            const int v = __float2int_rn(cs[b] * w);
+            if (v != 0) atomicAdd(acc + acc_at(a, col, b), v);
+        }
+    });
+}
+
+/// The normal pass over the staged rows, of exactly W entries (padding has
 /// weight 0): the row's columns and weights stay in registers from the
 /// gather of d to the scatter.
 template <int BMAX, int W>
@@ -335,13 +399,13 @@ __device__ void normal_pass_staged(const Args& a, const Shared& s, const Rows& r
                                    const bool (&running)[BMAX], const float (&scale)[BMAX])
 {
     int* acc = reinterpret_cast<int*>(s.acc);
-    for (index_t l = threadIdx.x; l < rows.count; l += blockDim.x) {
+    for (index_t l = threadIdx.x; l < rows.staged; l += blockDim.x) {
         index_t col[W];
         float w[W];
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            col[j] = rows.col[j * rows.count + l];
-            w[j] = rows.val[j * rows.count + l];
+            col[j] = rows.col[j * rows.staged + l];
+            w[j] = rows.val[j * rows.staged + l];
         }
         float c[BMAX];
 #pragma unroll
@@ -360,7 +424,7 @@ __device__ void normal_pass_staged(const Args& a, const Shared& s, const Rows& r
 #pragma unroll
             for (int j = 0; j < W; ++j) {
                 const int v = __float2int_rn(cs * w[j]);
-                if (v != 0) atomicAdd(acc + col[j] * BMAX + b, v);
+                if (v != 0) atomicAdd(acc + acc_at(a, col[j], b), v);
             }
         }
         if (a.cgls1) {
@@ -369,6 +433,23 @@ __device__ void normal_pass_staged(const Args& a, const Shared& s, const Rows& r
                 if (b < a.batch) a.q[static_cast<size_type>(b) * a.m + rows.first + l] = c[b];
             }
         }
+    }
+}
+
+/// normal_pass_staged for the block's row width (≤ 6).
+template <int BMAX>
+__device__ __forceinline__ void normal_pass_staged_any(const Args& a, const Shared& s,
+                                                       const Rows& rows,
+                                                       const bool (&running)[BMAX],
+                                                       const float (&scale)[BMAX])
+{
+    switch (rows.width) {
+    case 1: normal_pass_staged<BMAX, 1>(a, s, rows, running, scale); return;
+    case 2: normal_pass_staged<BMAX, 2>(a, s, rows, running, scale); return;
+    case 3: normal_pass_staged<BMAX, 3>(a, s, rows, running, scale); return;
+    case 4: normal_pass_staged<BMAX, 4>(a, s, rows, running, scale); return;
+    case 5: normal_pass_staged<BMAX, 5>(a, s, rows, running, scale); return;
+    default: normal_pass_staged<BMAX, 6>(a, s, rows, running, scale); return;
     }
 }
 
@@ -384,41 +465,46 @@ __device__ void normal_pass_fixed_point(const System& sys, const Args& a, const 
                                         const Rows& rows, const CgnrScalars* sc, int pass)
 {
     // A stopped frame's d is not kept up to date: scatter nothing for it.
-    bool running[BMAX];
-    float scale[BMAX];
+    const auto scales = [&](bool (&running)[BMAX], float (&scale)[BMAX]) {
 #pragma unroll
-    for (int b = 0; b < BMAX; ++b) {
-        running[b] = b < a.batch && sc[b].status == SolveStatus::running;
-        const float c_max = rows.row_bound * __uint_as_float(s.d_max_bits[b]);
-        scale[b] = running[b] ? fixed_point_scale(__float_as_uint(c_max), rows.bound) : 1.0f;
-    }
-    publish_scale<BMAX>(s, pass, scale);
-    if (rows.staged) {
-        switch (rows.width) {
-        case 1: normal_pass_staged<BMAX, 1>(a, s, rows, running, scale); return;
-        case 2: normal_pass_staged<BMAX, 2>(a, s, rows, running, scale); return;
-        case 3: normal_pass_staged<BMAX, 3>(a, s, rows, running, scale); return;
-        case 4: normal_pass_staged<BMAX, 4>(a, s, rows, running, scale); return;
-        case 5: normal_pass_staged<BMAX, 5>(a, s, rows, running, scale); return;
-        case 6: normal_pass_staged<BMAX, 6>(a, s, rows, running, scale); return;
-        default: break;
+        for (int b = 0; b < BMAX; ++b) {
+            running[b] = b < a.batch && sc[b].status == SolveStatus::running;
+            const float c_max = rows.row_bound * __uint_as_float(s.d_max_bits[b]);
+            scale[b] = running[b] ? fixed_point_scale(__float_as_uint(c_max), rows.bound) : 1.0f;
+        }
+    };
+    {
+        bool running[BMAX];
+        float scale[BMAX];
+        scales(running, scale);
+        publish_scale<BMAX>(s, pass, scale);
+        if (rows.staged == rows.count && rows.width <= 6) {
+            normal_pass_staged_any<BMAX>(a, s, rows, running, scale);
+            return;
         }
     }
-    int* acc = reinterpret_cast<int*>(s.acc);
-    for (index_t l = threadIdx.x; l < rows.count; l += blockDim.x) {
-        float c[BMAX];
-        row_values<BMAX, Pass::normal>(sys, a, s, rows, l, sc, c);
-        float cs[BMAX];
-#pragma unroll
-        for (int b = 0; b < BMAX; ++b) cs[b] = running[b] ? c[b] * scale[b] : 0.0f;
-        block_row(sys, rows, l, [&](index_t col, float w) {
-#pragma unroll
-            for (int b = 0; b < BMAX; ++b) {
-                if (!running[b]) continue;
-                const int v = __float2int_rn(cs[b] * w);
-                if (v != 0) atomicAdd(acc + col * BMAX + b, v);
-            }
-        });
+    // Partly staged (or wider rows): the staged ones first, as above (in a
+    // copy of their loop of its own: the one above keeps no registers for
+    // the rows after it).
+    index_t rest = 0;  // the rows from here on take normal_row
+    if (rows.staged > 0 && rows.width <= 6) {
+        bool running[BMAX];
+        float scale[BMAX];
+        scales(running, scale);
+        normal_pass_staged_any<BMAX>(a, s, rows, running, scale);
+        rest = rows.staged;
+    }
+    if (rest == rows.count) return;
+    // (computed again rather than kept through the staged loop, which runs
+    // short of registers)
+    bool running[BMAX];
+    float scale[BMAX];
+    scales(running, scale);
+    // Row `rest` goes to the thread that the staged loop would have given
+    // it, so that the threads' row counts stay within one of each other.
+    const index_t first = rest + (threadIdx.x + blockDim.x - rest % blockDim.x) % blockDim.x;
+    for (index_t l = first; l < rows.count; l += blockDim.x) {
+        normal_row<BMAX>(sys, a, s, rows, l, sc, running, scale);
     }
 }
 
@@ -458,10 +544,10 @@ __device__ void row_pass(const System& sys, const Args& a, const Shared& s, cons
             const auto add = [&](index_t col, float w) {
 #pragma unroll
                 for (int b = 0; b < BMAX; ++b) {
-                    if (b < a.batch) atomicAdd(s.acc + col * BMAX + b, c[b] * w);
+                    if (b < a.batch) atomicAdd(s.acc + acc_at(a, col, b), c[b] * w);
                 }
             };
-            if (rows.staged) {
+            if (l < rows.staged) {
                 block_row(sys, rows, l, add);
             } else {
                 device_row_from(sys, rows.first + l, threadIdx.x % 32, add);
@@ -508,14 +594,14 @@ __device__ void row_pass(const System& sys, const Args& a, const Shared& s, cons
             for (int b = 0; b < BMAX; ++b) {
                 if (b >= a.batch) continue;
                 const int v = __float2int_rn(cs[b] * w);
-                if (v != 0) atomicAdd(acc + col * BMAX + b, v);
+                if (v != 0) atomicAdd(acc + acc_at(a, col, b), v);
             }
         });
     }
 }
 
-/// Entry j of the block's scattered image as a float (`unscale`: its
-/// frame's factor); leaves it zeroed.
+/// Entry j (acc_at) of the block's scattered image as a float (`unscale`:
+/// its frame's factor); leaves it zeroed.
 __device__ __forceinline__ float take_image(const Shared& s, const Rows& rows, float unscale,
                                             int j)
 {
@@ -578,27 +664,30 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
     rows.bound = __uint_as_float(scratch[1]);
     // Rounding: the float sums above may sit an ulp below the exact ones.
     rows.row_bound = __uint_as_float(scratch[2]) * 1.001f;
-    const std::size_t staged_bytes = (sizeof(float) + sizeof(unsigned short)) *
-                                     static_cast<std::size_t>(rows.width) * rows.count;
     rows.fixed_point = a.rows_mode != rows_float_atomics ? 1 : 0;
-    rows.staged = a.rows_mode == rows_automatic && a.n <= 65536 && staged_bytes <= a.row_bytes;
+    // Staged: every row where they fit, else whole slices of 32 (a warp's
+    // rows all staged or all not).
+    const std::size_t row_bytes = (sizeof(float) + sizeof(unsigned short)) * rows.width;
+    const std::size_t fit = row_bytes == 0 ? rows.count : a.row_bytes / row_bytes;
+    rows.staged = a.rows_mode != rows_automatic || a.n > 65536 ? 0
+                  : fit >= static_cast<std::size_t>(rows.count)
+                      ? rows.count
+                      : static_cast<index_t>(fit / 32 * 32);
     rows.val = free_smem;
     rows.col = reinterpret_cast<unsigned short*>(rows.val +
-                                                 static_cast<std::size_t>(rows.width) * rows.count);
-    if (rows.staged) {
-        for (index_t l = threadIdx.x; l < rows.count; l += blockDim.x) {
-            index_t j = 0;
-            device_row(sys, rows.first + l, [&](index_t col, float w) {
-                rows.val[j * rows.count + l] = w;
-                rows.col[j * rows.count + l] = static_cast<unsigned short>(col);
-                ++j;
-            });
-            // Padding: weight 0 in a column of its own row's choosing, so
-            // the padding of many rows does not gather on one bank.
-            for (; j < rows.width; ++j) {
-                rows.val[j * rows.count + l] = 0.0f;
-                rows.col[j * rows.count + l] = static_cast<unsigned short>(l % a.n);
-            }
+                                                 static_cast<std::size_t>(rows.width) * rows.staged);
+    for (index_t l = threadIdx.x; l < rows.staged; l += blockDim.x) {
+        index_t j = 0;
+        device_row(sys, rows.first + l, [&](index_t col, float w) {
+            rows.val[j * rows.staged + l] = w;
+            rows.col[j * rows.staged + l] = static_cast<unsigned short>(col);
+            ++j;
+        });
+        // Padding: weight 0 in a column of its own row's choosing, so the
+        // padding of many rows does not gather on one bank.
+        for (; j < rows.width; ++j) {
+            rows.val[j * rows.staged + l] = 0.0f;
+            rows.col[j * rows.staged + l] = static_cast<unsigned short>(l % a.n);
         }
     }
     __syncthreads();
@@ -621,7 +710,7 @@ __device__ void gather_image_two_phase(cg::grid_group& grid, const Args& a, cons
     const float mine_unscale = of_frame<BMAX>(unscale, thread_frame<BMAX>());
     float* mine = a.partial + static_cast<size_type>(blockIdx.x) * total;
     for (int j = threadIdx.x; j < total; j += blockDim.x) {
-        mine[j] = take_image(s, rows, mine_unscale, j);
+        mine[j] = take_image(s, rows, mine_unscale, acc_of_element<BMAX>(a, j));
     }
     grid.sync();
     float* slot = a.ubuf + static_cast<size_type>(pass % 3) * total;
@@ -677,10 +766,10 @@ __device__ void flush_block(const Args& a, const Shared& s, const Rows& rows, in
         const int start = static_cast<int>((static_cast<long long>(blockIdx.x) * groups) / gridDim.x);
         for (int j0 = threadIdx.x; j0 < groups; j0 += blockDim.x) {
             const int j = 4 * (j0 + start < groups ? j0 + start : j0 + start - groups);
-            const float4 v{take_image(s, rows, unscale[0], j),
-                           take_image(s, rows, unscale[1 % BMAX], j + 1),
-                           take_image(s, rows, unscale[2 % BMAX], j + 2),
-                           take_image(s, rows, unscale[3 % BMAX], j + 3)};
+            const float4 v{take_image(s, rows, unscale[0], acc_of_element<BMAX>(a, j)),
+                           take_image(s, rows, unscale[1 % BMAX], acc_of_element<BMAX>(a, j + 1)),
+                           take_image(s, rows, unscale[2 % BMAX], acc_of_element<BMAX>(a, j + 2)),
+                           take_image(s, rows, unscale[3 % BMAX], acc_of_element<BMAX>(a, j + 3))};
             if (v.x != 0.0f || v.y != 0.0f || v.z != 0.0f || v.w != 0.0f) {
                 atomicAdd(reinterpret_cast<float4*>(slot + j), v);
             }
@@ -691,7 +780,8 @@ __device__ void flush_block(const Args& a, const Shared& s, const Rows& rows, in
     const int start = static_cast<int>((static_cast<long long>(blockIdx.x) * total) / gridDim.x);
     for (int j0 = threadIdx.x; j0 < total; j0 += blockDim.x) {
         const int j = j0 + start < total ? j0 + start : j0 + start - total;
-        const float v = take_image(s, rows, of_frame<BMAX>(unscale, j % BMAX), j);
+        const float v =
+            take_image(s, rows, of_frame<BMAX>(unscale, j % BMAX), acc_of_element<BMAX>(a, j));
         if (v != 0.0f) atomicAdd(slot + j, v);
     }
 }
@@ -775,11 +865,11 @@ enum StepFlags : int {
 /// The frames' CGNR scalars. reduce() sums each thread's partials (of its
 /// frame) over the block in double (warp sums by halving exchanges, the
 /// warps' sums through `red`, one barrier), then warp 0 alone finishes the
-/// sums into `total` and its lane 0 updates the state (α, β, guards and stop
-/// tests: the CPU's code) and publishes what the element loops need; after
-/// the second barrier every thread keeps those in registers. One thread
-/// does the double divisions; every thread doing them measured slower (the
-/// FP64 pipe is shared by the SM's warps).
+/// sums into `total` and its lane f updates frame f's state (α, β, guards
+/// and stop tests: the CPU's code) and publishes what the element loops
+/// need; after the second barrier every thread keeps those in registers.
+/// One thread per frame does the double divisions; every thread doing them
+/// measured slower (the FP64 pipe is shared by the SM's warps).
 template <int BMAX>
 struct BlockScalars {
     CgnrScalars* state;  // [BMAX], shared
@@ -851,15 +941,14 @@ struct BlockScalars {
                 if (lane % span == 0 && c0 + lane / span < N) total[c0 + lane / span] = t;
             }
             __syncwarp();
-            if (lane == 0) {
-#pragma unroll
-                for (int f = 0; f < BMAX; ++f) {
-                    if (f >= a.batch) break;
-                    published_flags[f] = update(state[f], f, total + K * f);
-                    published[f] = state[f].status == SolveStatus::running ? 1.0f : 0.0f;
-                    published[BMAX + f] = static_cast<float>(state[f].alpha);
-                    published[2 * BMAX + f] = static_cast<float>(state[f].beta);
-                }
+            // lane f updates frame f (side by side: the frames' divisions
+            // and branches are independent)
+            if (lane < BMAX && lane < a.batch) {
+                const int f = lane;
+                published_flags[f] = update(state[f], f, total + K * f);
+                published[f] = state[f].status == SolveStatus::running ? 1.0f : 0.0f;
+                published[BMAX + f] = static_cast<float>(state[f].alpha);
+                published[2 * BMAX + f] = static_cast<float>(state[f].beta);
             }
         }
         __syncthreads();
@@ -910,10 +999,67 @@ template <int BMAX>
 __device__ __forceinline__ Element element_of(const Args& a, int j)
 {
     Element el{};
-    const int e = threadIdx.x + j * block_threads;
-    el.i = e / BMAX;
-    el.valid = el.i < a.n && thread_frame<BMAX>() < a.batch;
+    el.i = (static_cast<int>(threadIdx.x) + j * block_threads) / BMAX;
+    if constexpr (BMAX == 1) {
+        el.valid = el.i < a.n;
+    } else {
+        // Valid for j below the thread's count of elements: one compare per
+        // j against one value per thread (for 4 frames, the per-j
+        // conditions were hoisted out of the main loop into spilled
+        // registers).
+        const int count = thread_frame<BMAX>() < a.batch
+                              ? (BMAX * a.n - static_cast<int>(threadIdx.x) + block_threads - 1) /
+                                    block_threads
+                              : 0;
+        el.valid = j < count;
+    }
     return el;
+}
+
+/// Without a regularizer nothing but the residual pass reads x, so x leaves
+/// shared memory to the staged rows: each block owns a slice of the
+/// interleaved x, one element per thread, kept in a register and moved by
+/// the steps; before a residual pass the owners write it to a.xbuf, and a
+/// grid sync later every block gathers from there.
+struct OwnedX {
+    int e;       // the element, −1 for none
+    bool valid;  // of a frame of the batch (the others stay 0)
+    int frame;
+    index_t i;
+    float x;
+
+    /// x += α d for this block's element, where its frame took the step.
+    template <int BMAX>
+    __device__ __forceinline__ void step(const bool (&moves)[BMAX], const float (&alpha)[BMAX],
+                                         float d)
+    {
+        if (valid && of_frame<BMAX>(moves, frame)) x += of_frame<BMAX>(alpha, frame) * d;
+    }
+    /// For the next residual pass (a grid sync must follow).
+    __device__ __forceinline__ void publish(const Args& a) const
+    {
+        if (e >= 0) a.xbuf[e] = x;
+    }
+};
+
+/// This thread's element of x0 (x_shared == 0 only). One frame keeps x in
+/// shared memory, where its rows fit beside it: the register measured
+/// slower (paper_large +0.5 ms, H100).
+template <int BMAX>
+__device__ OwnedX own_x(const Args& a)
+{
+    OwnedX o{-1, false, 0, 0, 0.0f};
+    if constexpr (BMAX == 1) return o;
+    const int total = BMAX * a.n;
+    const int per_block = (total + gridDim.x - 1) / gridDim.x;  // ≤ blockDim.x: see x_shared
+    const int e = blockIdx.x * per_block + threadIdx.x;
+    if (a.x_shared || threadIdx.x >= per_block || e >= total) return o;
+    o.e = e;
+    o.frame = e % BMAX;
+    o.i = e / BMAX;
+    o.valid = o.frame < a.batch;
+    if (o.valid) o.x = a.x[static_cast<size_type>(o.frame) * a.n + o.i];
+    return o;
 }
 
 /// d = −g + β d at element e; folds |d| into the thread's bits.
@@ -953,12 +1099,14 @@ __device__ void direction_step(const Args& a, const Shared& s, const BlockScalar
 /// ~30x in one iteration). Saves a reduction's two barriers, warp 0's
 /// second stage and an element loop per iteration.
 template <int BMAX, int EPT>
-__device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<BMAX>& sc,
-                                   float (&h)[EPT], float (&g)[EPT], const float (&u)[EPT],
-                                   PhaseClock& clock)
+__device__ void one_reduction_step(const Args& a, const Shared& s, bool x_shared,
+                                   BlockScalars<BMAX>& sc, OwnedX& x_own, float (&h)[EPT],
+                                   float (&g)[EPT], const float (&u)[EPT], PhaseClock& clock)
 {
     constexpr int K = max_sums_per_frame;
     const int frame = thread_frame<BMAX>();
+    // d_k of the owned x element, before the loop below moves d
+    const float d_own = x_own.e >= 0 ? s.d[x_own.e] : 0.0f;
     double v[K] = {};
 #pragma unroll
     for (int j = 0; j < EPT; ++j) {
@@ -989,7 +1137,11 @@ __device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<
     }
     // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;  with β known,
     // d_{k+1} = −h_{k+1} + β_k d_k
-    const bool step = (of_frame<BMAX>(sc.flags, frame) & step_taken) != 0;
+    bool stepped[BMAX];
+#pragma unroll
+    for (int f = 0; f < BMAX; ++f) stepped[f] = (sc.flags[f] & step_taken) != 0;
+    x_own.step<BMAX>(stepped, sc.alpha, d_own);
+    const bool step = of_frame<BMAX>(stepped, frame);
     const bool moves = all_known && of_frame<BMAX>(sc.running, frame);
     const float alpha = of_frame<BMAX>(sc.alpha, frame);
     const float beta = of_frame<BMAX>(sc.beta, frame);
@@ -999,7 +1151,7 @@ __device__ void one_reduction_step(const Args& a, const Shared& s, BlockScalars<
         if (!element_of<BMAX>(a, j).valid) continue;
         const int e = threadIdx.x + j * block_threads;
         if (step) {
-            s.x[e] += alpha * s.d[e];
+            if (x_shared) s.x[e] += alpha * s.d[e];
             h[j] += alpha * u[j];
         }
         g[j] = h[j];
@@ -1054,7 +1206,9 @@ __device__ void report_phases(cg::grid_group& grid, const PhaseClock& clock, int
            block0(ph_direction), most(ph_direction));
 }
 
-template <int BMAX, int EPT, class System>
+/// Regularized: compiled apart, so that without a regularizer g is h (12
+/// registers fewer for 4 frames) and no stencil code competes for registers.
+template <int BMAX, int EPT, bool Regularized, class System>
 __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(System sys, Args a)
 {
     cg::grid_group grid = cg::this_grid();
@@ -1081,10 +1235,17 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         }
     }
     const int total = BMAX * a.n;
-    const Shared s{smem,           smem + total,   smem + 2 * total, smem + 3 * total,
-                   reinterpret_cast<float*>(red), max_bits, pass_scale, d_max_bits};
-    const bool regularized = a.terms.count > 0;
+    // d, acc, then x (with a regularizer) and the regularizer's state
+    // (known at compile time where it matters: one frame, a regularizer)
+    const bool x_shared = BMAX == 1 || Regularized || a.x_shared != 0;
+    float* const x_smem = x_shared ? smem + 2 * total : nullptr;
+    float* const state = smem + (x_shared ? 3 : 2) * total;
+    const Shared s{smem,  smem + total, x_smem,    state, reinterpret_cast<float*>(red),
+                   max_bits, pass_scale, d_max_bits};
+    constexpr bool regularized = Regularized;
     const int frame = thread_frame<BMAX>();
+    OwnedX x_own = own_x<BMAX>(a);
+    x_own.publish(a);  // for the first residual pass, after the grid sync below
 
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < 3 * total;
          j += gridDim.x * blockDim.x) {
@@ -1092,19 +1253,22 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     }
     // x into the interleaved layout; the slots of frames past the batch stay 0
     for (int j = threadIdx.x; j < total; j += blockDim.x) {
-        const index_t i = j / BMAX;
-        s.x[j] = frame < a.batch ? a.x[static_cast<size_type>(frame) * a.n + i] : 0.0f;
+        if (x_shared) {
+            const index_t i = j / BMAX;
+            s.x[j] = frame < a.batch ? a.x[static_cast<size_type>(frame) * a.n + i] : 0.0f;
+        }
         s.d[j] = 0.0f;
         s.acc[j] = 0.0f;
     }
     if (threadIdx.x < 2 * BMAX) max_bits[threadIdx.x] = 0;
     if (threadIdx.x < BMAX) d_max_bits[threadIdx.x] = 0;
     __syncthreads();
-    const Rows rows = prepare_rows(sys, a, s, scratch, smem + (3 + a.stateful) * total);
+    const Rows rows = prepare_rows(sys, a, s, scratch, state + a.stateful * total);
     grid.sync();
 
     int pass = 0;
-    float h[EPT], g[EPT], u[EPT];
+    float h[EPT], u[EPT], g_own[EPT];
+    float(&g)[EPT] = Regularized ? g_own : h;  // g = h + F(x): g is h without F
     BlockScalars<BMAX> sc{scalar_state, red, scalar_total, scalar_published, scalar_flags};
     for (int f = 0; f < BMAX; ++f) {
         if (threadIdx.x == 0 && f < a.batch) scalar_state[f] = a.scalars[f];
@@ -1156,7 +1320,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         if (threadIdx.x < BMAX) s.d_max_bits[threadIdx.x] = 0;
         const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
         if (a.one_reduction != 0 && !regularized && !a.cgls1 && !replace) {
-            one_reduction_step<BMAX>(a, s, sc, h, g, u, clock);
+            one_reduction_step<BMAX>(a, s, x_shared, sc, x_own, h, g, u, clock);
             __syncthreads();
             clock.mark(ph_direction);
             continue;
@@ -1187,13 +1351,14 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         }, &clock);
         clock.mark(ph_alpha);
         // x_{k+1} = x_k + α_k d_k;  fused: h_{k+1} = h_k + α_k u_k
+        if (x_own.e >= 0) x_own.step<BMAX>(sc.running, sc.alpha, s.d[x_own.e]);
         if (of_frame<BMAX>(sc.running, frame)) {
             const float alpha = of_frame<BMAX>(sc.alpha, frame);
 #pragma unroll
             for (int j = 0; j < EPT; ++j) {
                 if (!element_of<BMAX>(a, j).valid) continue;
                 const int e = threadIdx.x + j * block_threads;
-                s.x[e] += alpha * s.d[e];
+                if (x_shared) s.x[e] += alpha * s.d[e];
                 if (!a.cgls1) h[j] += alpha * u[j];
             }
         }
@@ -1213,6 +1378,10 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
             if (a.cgls1) {
                 row_pass<BMAX, Pass::cgls1_r>(sys, a, s, rows, sc.now(), pass);
             } else {
+                if (s.x == nullptr) {
+                    x_own.publish(a);
+                    grid.sync();
+                }
                 row_pass<BMAX, Pass::residual>(sys, a, s, rows, sc.now(), pass);
             }
             gather_image<BMAX>(grid, a, s, rows, pass, h);
@@ -1254,6 +1423,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     }
 
     if (a.phases != 0) report_phases(grid, clock, a.batch, iterations);
+    if (x_own.valid) a.x[static_cast<size_type>(x_own.frame) * a.n + x_own.i] = x_own.x;
     if (blockIdx.x != 0) return;
     // back to the solver's frame-major buffers
 #pragma unroll
@@ -1267,7 +1437,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     if (frame < a.batch) {
         for (int j = threadIdx.x; j < total; j += blockDim.x) {
             const size_type k = static_cast<size_type>(frame) * a.n + j / BMAX;
-            a.x[k] = s.x[j];
+            if (x_shared) a.x[k] = s.x[j];
             a.d[k] = s.d[j];
         }
     }
@@ -1307,17 +1477,29 @@ std::size_t image_floats(const PersistentCgnrProblem& p)
     return static_cast<std::size_t>(shape != nullptr ? shape->bmax : p.batch) * cols_of(p.system);
 }
 
-std::size_t shared_bytes(const PersistentCgnrProblem& p)
+/// Whether x stays in shared memory: with a regularizer (its stencils read
+/// x), for one frame (own_x), or where the blocks are too few to own x one
+/// element per thread (OwnedX).
+bool x_in_shared(const Executor& exec, const PersistentCgnrProblem& p)
 {
-    return (3 + stateful_terms(p.terms)) * image_floats(p) * sizeof(float);
+    const std::size_t blocks = static_cast<std::size_t>(sm_count(exec));
+    const Shape* shape = shape_for(p);
+    return p.terms.count > 0 || shape == nullptr || shape->bmax == 1 ||
+           (image_floats(p) + blocks - 1) / blocks > block_threads;
+}
+
+std::size_t shared_bytes(const Executor& exec, const PersistentCgnrProblem& p)
+{
+    const std::size_t images = 2 + (x_in_shared(exec, p) ? 1 : 0) + stateful_terms(p.terms);
+    return images * image_floats(p) * sizeof(float);
 }
 
 /// Launches with all the shared memory a block may have: what the images
-/// leave over holds c of the block's rows and, where it fits, the rows.
-template <int BMAX, int EPT, class System>
+/// leave over holds the block's rows where they fit.
+template <int BMAX, int EPT, bool Regularized, class System>
 void launch_shape(const Executor& exec, const System& sys, Args args, std::size_t image_bytes)
 {
-    auto kernel = persistent_cgnr_kernel<BMAX, EPT, System>;
+    auto kernel = persistent_cgnr_kernel<BMAX, EPT, Regularized, System>;
     int limit = 0;
     RECON_CUDA_TRY(
         cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, exec.device()));
@@ -1361,9 +1543,10 @@ RowsMode rows_mode_from_environment()
 
 std::size_t persistent_workspace_floats(const PersistentCgnrProblem& p)
 {
-    // Three slots, and the blocks' images for the two-phase reduction (one
-    // block per SM; 256 covers every current GPU, checked at launch).
-    return (3 + (p.two_phase_reduction ? max_persistent_blocks : 0)) * image_floats(p);
+    // Three slots, x for the residual passes, and the blocks' images for
+    // the two-phase reduction (one block per SM; 256 covers every current
+    // GPU, checked at launch).
+    return (4 + (p.two_phase_reduction ? max_persistent_blocks : 0)) * image_floats(p);
 }
 
 void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p,
@@ -1389,25 +1572,34 @@ void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p
               p.d.data,
               p.scalars.data,
               workspace,
+              workspace + 3 * image_floats(p),
               nullptr,
               0,
               rows_mode_from_environment(),
               std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0,
-              std::getenv("RECON_PERSISTENT_TWO_REDUCTIONS") != nullptr ? 0 : 1};
+              std::getenv("RECON_PERSISTENT_TWO_REDUCTIONS") != nullptr ? 0 : 1,
+              x_in_shared(exec, p) ? 1 : 0};
     if (p.two_phase_reduction) {
         if (sm_count(exec) > max_persistent_blocks) {
             throw std::runtime_error{"persistent CGNR kernel: more SMs than workspace blocks"};
         }
-        args.partial = workspace + 3 * image_floats(p);
+        args.partial = workspace + 4 * image_floats(p);
     }
     const Shape* shape = shape_for(p);
-    const std::size_t bytes = shared_bytes(p);
+    const std::size_t bytes = shared_bytes(exec, p);
     std::visit(
         [&](const auto& sys) {
+            const bool regularized = p.terms.count > 0;
             if (shape->bmax == 1) {
-                launch_shape<1, 4>(exec, sys, args, bytes);
+                if (regularized) {
+                    launch_shape<1, 4, true>(exec, sys, args, bytes);
+                } else {
+                    launch_shape<1, 4, false>(exec, sys, args, bytes);
+                }
+            } else if (regularized) {
+                launch_shape<4, 12, true>(exec, sys, args, bytes);
             } else {
-                launch_shape<4, 12>(exec, sys, args, bytes);
+                launch_shape<4, 12, false>(exec, sys, args, bytes);
             }
         },
         p.system);
@@ -1432,8 +1624,8 @@ std::string persistent_cgnr_supports(const Executor& exec, const PersistentCgnrP
     RECON_CUDA_TRY(
         cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, exec.device()));
     const std::size_t static_bytes = 8 * 1024;  // scalars and reduction buffers
-    if (shared_bytes(p) + static_bytes > static_cast<std::size_t>(limit)) {
-        return "the persistent kernel needs " + std::to_string(shared_bytes(p)) +
+    if (shared_bytes(exec, p) + static_bytes > static_cast<std::size_t>(limit)) {
+        return "the persistent kernel needs " + std::to_string(shared_bytes(exec, p)) +
                " bytes of shared memory per block for this batch and regularizer, the device "
                "allows " +
                std::to_string(limit);

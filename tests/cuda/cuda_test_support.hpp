@@ -61,13 +61,20 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
 
 /// Writes b into the solver's input and zeros into its image, solves, and
 /// returns the images and the per-frame results.
+/// Solves b ([batch][m]) from x0 ([batch][n]; empty: zeros).
 inline std::pair<std::vector<float>, std::vector<FrameResult>> solve_frames(
-    CgnrSolver& solver, const std::vector<float>& b)
+    CgnrSolver& solver, const std::vector<float>& b, const std::vector<float>& x0 = {})
 {
     const kernels::Executor& exec = solver.executor();
     kernels::copy(exec, solver.input(), kernels::Executor::cpu(),
                   kernels::View<const float>{b.data(), static_cast<kernels::size_type>(b.size())});
-    kernels::fill(exec, solver.image(), 0.0f);
+    if (x0.empty()) {
+        kernels::fill(exec, solver.image(), 0.0f);
+    } else {
+        kernels::copy(exec, solver.image(), kernels::Executor::cpu(),
+                      kernels::View<const float>{x0.data(),
+                                                 static_cast<kernels::size_type>(x0.size())});
+    }
     solver.solve();
     std::vector<float> x(static_cast<std::size_t>(solver.image().size));
     kernels::copy(kernels::Executor::cpu(),
