@@ -74,12 +74,14 @@ kernels::PersistentCgnrProblem CgnrSolver::persistent_problem()
 SolveLaunch CgnrSolver::resolve_launch()
 {
     if (options_.launch != SolveLaunch::automatic) return options_.launch;
-    // The persistent kernel is the fastest one-launch form for one frame
-    // whose image fits a block (paper matrices on an H200: 4.7 against
-    // 9.9 ms); for batches its replicated images leave no room to keep the
-    // rows in shared memory and the graph is faster (4 frames: 19.2 against
-    // 22.0 ms). See docs/gpu-performance.md.
-    return batch_ == 1 && kernels::persistent_cgnr_supports(exec_, persistent_problem()).empty()
+    // The persistent kernel is the fastest one-launch form wherever the
+    // batch's images fit a block and were measured: one frame (paper_large
+    // on an H100: 3.6 against 10.4 ms for the graph) and batches without a
+    // regularizer (4 frames: 11.0 against 20.7 ms). A regularized batch
+    // keeps x and the state in shared memory, leaving less room for the
+    // rows: it takes the graph. See docs/gpu-performance.md.
+    const bool measured_faster = batch_ == 1 || regularizer_.terms().count == 0;
+    return measured_faster && kernels::persistent_cgnr_supports(exec_, persistent_problem()).empty()
                ? SolveLaunch::persistent
                : SolveLaunch::graph;
 }

@@ -191,6 +191,22 @@ TEST(GpuSolverLimits, PersistentBatchesRejectImagesPastTheirSlotsWithAClearMessa
     }
 }
 
+TEST(GpuSolverLimits, AutomaticLaunchTakesThePersistentKernelWhereItWasMeasuredFaster)
+{
+    RECON_REQUIRE_GPU();
+    const Synthetic model{20000, 1000, 100000, 7};
+    const Regularizer tv = Regularizer::parse("tv:0.1", 0.01);
+    const auto launch = [&](const Regularizer& r, int batch) {
+        CgnrSolver solver{model, r, SolverOptions{}, gpu(), batch};
+        return solver.launch();
+    };
+    EXPECT_EQ(launch(Regularizer{}, 1), SolveLaunch::persistent);
+    EXPECT_EQ(launch(tv, 1), SolveLaunch::persistent);
+    EXPECT_EQ(launch(Regularizer{}, 4), SolveLaunch::persistent);
+    EXPECT_EQ(launch(tv, 4), SolveLaunch::graph);
+    EXPECT_EQ(launch(Regularizer{}, 5), SolveLaunch::graph);  // past the kernel's batch
+}
+
 /// Full solves (both forms, batch 2, a regularizer) small enough for
 /// compute-sanitizer; one test per launch so each can be checked alone.
 void sanitize_solves(SolveLaunch launch)

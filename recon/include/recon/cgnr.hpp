@@ -32,7 +32,8 @@ const char* to_string(CgnrForm form);
 
 /// How a solve is launched on a CUDA executor (the CPU always loops on the host).
 enum class SolveLaunch {
-    automatic,   // persistent when the batch's images fit one block, else graph
+    automatic,   // persistent when the batch's images fit one block (one frame, or
+                 // no regularizer), else graph
     host_loop,   // one stream launch per kernel, stop flags read every status_check_interval
     graph,       // the whole solve as one CUDA graph launch
     persistent,  // one persistent cooperative kernel with grid-wide syncs
