@@ -3,19 +3,19 @@
 // kernel: one block per SM, grid-wide syncs only where the row pass needs
 // every block's contribution.
 //
-// Layout of the work: each block owns a contiguous range of rows of A (kept
-// in shared memory when it fits); it scatters its rows' share of Aᵀ(·) into
-// an image in shared memory (fixed-point integer adds, see persistent.cu)
-// and adds it once to a global image; after one grid sync every block
-// reads the complete image and performs the image-space part of the
-// iteration (regularizer stencils, dot products, α, β, the x/h/g/d updates)
-// redundantly and identically on its own copy of the image-space vectors
-// in shared memory and registers. So the fused form costs one grid sync per
-// iteration and CGLS1 two; within a block, the dot products take one block
-// reduction per iteration for one frame without a regularizer (β from sums
-// taken before the step, cgnr_scalars_end_expanded) and two otherwise. This
-// needs the images of the batch to fit in one block: see
-// persistent_cgnr_supports().
+// Layout of the work: each block owns a contiguous range of rows of A (as
+// many kept in shared memory as fit); it scatters its rows' share of
+// Aᵀ(·) into an image in shared memory (fixed-point integer adds, see
+// persistent.cu) and adds it once to a global image; after one grid sync
+// every block reads the complete image and performs the image-space part
+// of the iteration (regularizer stencils, dot products, α, β, the x/h/g/d
+// updates) redundantly and identically on its own copy of the image-space
+// vectors in shared memory and registers (a batch's frames interleaved
+// pixel by pixel). So the fused form costs one grid sync per iteration and
+// CGLS1 two; within a block, the dot products take one block reduction per
+// iteration without a regularizer (β from sums taken before the step,
+// cgnr_scalars_end_expanded) and two otherwise. This needs the images of
+// the batch to fit in one block: see persistent_cgnr_supports().
 
 #include <string>
 
