@@ -1452,7 +1452,7 @@ struct Shape {
     int bmax;
     int ept;
 };
-constexpr Shape shapes[] = {{1, 4}, {4, 12}};
+constexpr Shape shapes[] = {{1, 4}, {1, 12}, {4, 12}};
 
 int stateful_terms(const RegularizerTerms& terms)
 {
@@ -1589,17 +1589,20 @@ void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p
     const std::size_t bytes = shared_bytes(exec, p);
     std::visit(
         [&](const auto& sys) {
-            const bool regularized = p.terms.count > 0;
-            if (shape->bmax == 1) {
-                if (regularized) {
-                    launch_shape<1, 4, true>(exec, sys, args, bytes);
+            const auto with = [&](auto regularized) {
+                constexpr bool reg = decltype(regularized)::value;
+                if (shape->bmax == 1 && shape->ept == 4) {
+                    launch_shape<1, 4, reg>(exec, sys, args, bytes);
+                } else if (shape->bmax == 1) {
+                    launch_shape<1, 12, reg>(exec, sys, args, bytes);
                 } else {
-                    launch_shape<1, 4, false>(exec, sys, args, bytes);
+                    launch_shape<4, 12, reg>(exec, sys, args, bytes);
                 }
-            } else if (regularized) {
-                launch_shape<4, 12, true>(exec, sys, args, bytes);
+            };
+            if (p.terms.count > 0) {
+                with(std::true_type{});
             } else {
-                launch_shape<4, 12, false>(exec, sys, args, bytes);
+                with(std::false_type{});
             }
         },
         p.system);
@@ -1617,7 +1620,7 @@ std::string persistent_cgnr_supports(const Executor& exec, const PersistentCgnrP
     if (p.cgls1 && p.q.data == nullptr) return "the CGLS1 form needs the q buffer";
     if (shape_for(p) == nullptr) {
         return "the persistent kernel keeps the batch's images in one block: batch 1 with "
-               "n <= 4096, or batch <= 4 with n <= 3072; found batch " +
+               "n <= 12288, or batch <= 4 with n <= 3072; found batch " +
                std::to_string(p.batch) + ", n " + std::to_string(cols_of(p.system));
     }
     int limit = 0;

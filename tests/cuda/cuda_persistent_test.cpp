@@ -205,7 +205,8 @@ TEST_P(PersistentRows, MatchesTheHostLoopOnAStoredMatrixOrderedForBanks)
 // Without a regularizer every batch takes the one-reduction step (β from
 // sums taken before the step) in every iteration but those of the residual
 // replacement; the host loop sums β over the new gradient. Batch 4 fills
-// every slot of the interleaved images.
+// every slot of the interleaved images; one frame of 10,000 pixels takes
+// the kernel's shape of 12 elements per thread.
 TEST_P(PersistentRows, WithoutRegularizerMatchesTheHostLoop)
 {
     RECON_REQUIRE_GPU();
@@ -218,6 +219,10 @@ TEST_P(PersistentRows, WithoutRegularizerMatchesTheHostLoop)
         const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
         expect_as_host_loop(against_host_loop(model, Regularizer{}, batch, b), batch);
     }
+    SCOPED_TRACE("one frame of 10,000 pixels");
+    const Synthetic wide{150000, 10000, 800000, seed};
+    const auto b = test::random_vector(static_cast<std::size_t>(wide.rows()), rng);
+    expect_as_host_loop(against_host_loop(wide, Regularizer{}, 1, b), 1);
 }
 
 // The paper's larger problem in a regularized batch of 4: the four frames'

@@ -174,7 +174,7 @@ TEST(GpuSolverLimits, PersistentRejectsImagesThatDoNotFitWithAClearMessage)
 TEST(GpuSolverLimits, PersistentBatchesRejectImagesPastTheirSlotsWithAClearMessage)
 {
     // A batch of 2 keeps 4 interleaved slots per pixel: n = 3500 fits one
-    // frame (n <= 4096) but not a batch.
+    // frame (n <= 12288) but not a batch.
     RECON_REQUIRE_GPU();
     const Synthetic model{20000, 3500, 100000, 5};
     SolverOptions o;
