@@ -75,7 +75,8 @@ struct Args {
     int phases;          // print block 0's cycles per phase (RECON_PERSISTENT_PHASES)
     int one_reduction;   // 0: two block reductions per iteration everywhere
                          // (RECON_PERSISTENT_TWO_REDUCTIONS, for comparing)
-    int x_shared;        // x in shared memory (with a regularizer); else see OwnedX
+    int x_shared;        // x in shared memory (one frame, a regularizer, or blocks too
+                         // few to own x: x_in_shared); else see OwnedX
 };
 
 /// Where an iteration's time goes, as block 0's thread 0 sees it (waits at
@@ -559,8 +560,9 @@ __device__ void row_pass(const System& sys, const Args& a, const Shared& s, cons
         normal_pass_fixed_point<BMAX>(sys, a, s, rows, sc, pass);
         return;
     }
-    // c of every row, and the largest |c| per frame (as float bits, which
-    // order like the values for non-negative floats; NaN sorts above Inf).
+    // The first sweep: c of every row (left in r, or in b, for the second)
+    // and the largest |c| per frame (as float bits, which order like the
+    // values for non-negative floats; NaN sorts above Inf).
     unsigned* max_now = s.max_bits + (pass & 1) * BMAX;
     unsigned max_bits[BMAX];
 #pragma unroll
