@@ -44,6 +44,21 @@ kernels::View<const T> first(const kernels::View<T>& v, kernels::size_type count
     return {v.data, count};
 }
 
+/// One solve of zeros (it stops at once: the gradient is 0), so that the
+/// sensor's first frame does not wait for its launch to be built and its
+/// kernels to be loaded: CUDA loads modules when a kernel first runs, and
+/// for the persistent kernel's module that took 70–100 ms of the first
+/// frame's solve on an H100 (8–10 ms with every module loaded at start).
+void warm_up(recon::CgnrSolver& solver)
+{
+    const kernels::Executor& exec = solver.executor();
+    if (exec.is_cpu()) return;
+    kernels::fill(exec, solver.input(), 0.0f);
+    kernels::fill(exec, solver.image(), 0.0f);
+    solver.solve();
+    exec.synchronize();
+}
+
 }  // namespace
 
 /// One of the slots of a FrameSolver with frames in flight: the frame in it and the
@@ -130,6 +145,7 @@ bool FrameSolver::in_flight(const Flight& flight) const
 void FrameSolver::prepare(const std::string& name)
 {
     const Sensor& s = sensor(name);
+    warm_up(*s.solver);
     for (auto& flight : flights_) {
         if (!in_flight(*flight)) flight->reserve(exec_, s.model->rows(), s.model->cols());
     }

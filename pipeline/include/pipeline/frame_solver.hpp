@@ -76,7 +76,8 @@ public:
     FrameSolver& operator=(const FrameSolver&) = delete;
 
     /// Builds the sensor's model and solver now (else on its first frame),
-    /// and sizes the staging buffers for it.
+    /// runs one solve of zeros on a GPU (its launch built and its kernels
+    /// loaded before the first frame), and sizes the staging buffers for it.
     void prepare(const std::string& sensor);
 
     /// Frames that may be in flight at once (see the constructor).
