@@ -197,40 +197,22 @@ __device__ __forceinline__ int thread_frame()
     return static_cast<int>(threadIdx.x % BMAX);
 }
 
-/// Every frame's value of pixel `p` of an interleaved image, in one load.
-template <int BMAX>
+/// Every frame's value of pixel `p` of an interleaved image, in one load;
+/// ThroughL2 for global memory written by other blocks since the last grid
+/// sync (an SM's L1 may hold an older copy).
+template <int BMAX, bool ThroughL2 = false>
 __device__ __forceinline__ void load_frames(const float* p, float (&v)[BMAX])
 {
+    const auto load = [](const auto* q) { return ThroughL2 ? __ldcg(q) : *q; };
     if constexpr (BMAX == 4) {
-        const float4 t = *reinterpret_cast<const float4*>(p);
-        v[0] = t.x;
-        v[1] = t.y;
-        v[2] = t.z;
-        v[3] = t.w;
-    } else if constexpr (BMAX == 2) {
-        const float2 t = *reinterpret_cast<const float2*>(p);
-        v[0] = t.x;
-        v[1] = t.y;
-    } else {
-#pragma unroll
-        for (int b = 0; b < BMAX; ++b) v[b] = p[b];
-    }
-}
-
-/// load_frames from global memory written by other blocks since the last
-/// grid sync (through L2: an SM's L1 may hold an older copy).
-template <int BMAX>
-__device__ __forceinline__ void load_frames_global(const float* p, float (&v)[BMAX])
-{
-    if constexpr (BMAX == 4) {
-        const float4 t = __ldcg(reinterpret_cast<const float4*>(p));
+        const float4 t = load(reinterpret_cast<const float4*>(p));
         v[0] = t.x;
         v[1] = t.y;
         v[2] = t.z;
         v[3] = t.w;
     } else {
 #pragma unroll
-        for (int b = 0; b < BMAX; ++b) v[b] = __ldcg(p + b);
+        for (int b = 0; b < BMAX; ++b) v[b] = load(p + b);
     }
 }
 
@@ -285,7 +267,7 @@ __device__ __forceinline__ void row_values(const System& sys, const Args& a, con
             if (s.x != nullptr) {
                 load_frames<BMAX>(s.x + col * BMAX, xv);
             } else {
-                load_frames_global<BMAX>(a.xbuf + col * BMAX, xv);
+                load_frames<BMAX, true>(a.xbuf + col * BMAX, xv);
             }
 #pragma unroll
             for (int b = 0; b < BMAX; ++b) sum[b] += static_cast<double>(w) * xv[b];

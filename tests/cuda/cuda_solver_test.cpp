@@ -10,6 +10,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <tuple>
@@ -153,22 +154,30 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(CgnrForm::fused, CgnrForm::cgls1)),
     case_name);
 
-TEST(GpuSolverLimits, PersistentRejectsImagesThatDoNotFitWithAClearMessage)
+/// A persistent solve of `batch` frames fails with std::invalid_argument
+/// whose message holds every one of `fragments`.
+void expect_persistent_refused(const SystemModel& model, int batch,
+                               std::initializer_list<std::string> fragments)
 {
-    RECON_REQUIRE_GPU();
-    const Synthetic model{1000, 20000, 5000, 3};
     SolverOptions o;
     o.launch = SolveLaunch::persistent;
     o.max_iterations = 3;
-    CgnrSolver solver{model, Regularizer{}, o, gpu(), 1};
+    CgnrSolver solver{model, Regularizer{}, o, gpu(), batch};
     try {
         solver.solve();
         FAIL() << "expected an error";
     } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string{e.what()}.find("solver.launch=persistent"), std::string::npos)
-            << e.what();
-        EXPECT_NE(std::string{e.what()}.find("20000"), std::string::npos) << e.what();
+        for (const std::string& fragment : fragments) {
+            EXPECT_NE(std::string{e.what()}.find(fragment), std::string::npos) << e.what();
+        }
     }
+}
+
+TEST(GpuSolverLimits, PersistentRejectsImagesThatDoNotFitWithAClearMessage)
+{
+    RECON_REQUIRE_GPU();
+    expect_persistent_refused(Synthetic{1000, 20000, 5000, 3}, 1,
+                              {"solver.launch=persistent", "20000"});
 }
 
 TEST(GpuSolverLimits, PersistentBatchesRejectImagesPastTheirSlotsWithAClearMessage)
@@ -182,13 +191,7 @@ TEST(GpuSolverLimits, PersistentBatchesRejectImagesPastTheirSlotsWithAClearMessa
     o.max_iterations = 3;
     CgnrSolver single{model, Regularizer{}, o, gpu(), 1};
     EXPECT_NO_THROW(single.solve());
-    CgnrSolver pair{model, Regularizer{}, o, gpu(), 2};
-    try {
-        pair.solve();
-        FAIL() << "expected an error";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string{e.what()}.find("batch 2, n 3500"), std::string::npos) << e.what();
-    }
+    expect_persistent_refused(model, 2, {"batch 2, n 3500"});
 }
 
 TEST(GpuSolverLimits, AutomaticLaunchTakesThePersistentKernelWhereItWasMeasuredFaster)
