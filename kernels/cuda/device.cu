@@ -37,19 +37,24 @@ std::string device_name(int device)
     return prop.name;
 }
 
-int sm_count(const Executor& exec)
+int device_attribute(const Executor& exec, cudaDeviceAttr attribute)
 {
     static std::mutex mutex;
-    static std::map<int, int> counts;
+    static std::map<std::pair<int, int>, int> values;
     const std::lock_guard lock{mutex};
-    auto it = counts.find(exec.device());
-    if (it == counts.end()) {
-        int sms = 0;
-        RECON_CUDA_TRY(
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, exec.device()));
-        it = counts.emplace(exec.device(), sms).first;
+    const std::pair<int, int> key{exec.device(), static_cast<int>(attribute)};
+    auto it = values.find(key);
+    if (it == values.end()) {
+        int value = 0;
+        RECON_CUDA_TRY(cudaDeviceGetAttribute(&value, attribute, exec.device()));
+        it = values.emplace(key, value).first;
     }
     return it->second;
+}
+
+int sm_count(const Executor& exec)
+{
+    return device_attribute(exec, cudaDevAttrMultiProcessorCount);
 }
 
 void* allocate(const Executor& exec, std::size_t bytes)

@@ -20,7 +20,10 @@ inline cudaStream_t stream_of(const Executor& exec)
     return exec.stream() != nullptr ? exec.stream() : cudaStreamPerThread;
 }
 
-/// Multiprocessor count of the executor's device (cached per device).
+/// An attribute of the executor's device (cached per device and attribute).
+int device_attribute(const Executor& exec, cudaDeviceAttr attribute);
+
+/// Multiprocessor count of the executor's device.
 int sm_count(const Executor& exec);
 
 /// Blocks of `threads` covering `work` items, capped at `cap` (grid-stride

@@ -4,13 +4,17 @@
 // the fly): one thread per row; Aᵀ scatters into a per-block image in shared
 // memory when the image fits (few global atomics: one per pixel and block),
 // else straight into global memory. Parallel-beam rows: A x by rays over
-// padded pair images of x, Aᵀ y pixel-driven over per-tile tables of y (a
-// gather, no atomics), with the same weights (parallel2d_kernels.cuh). Frames are
-// processed 4 or 1 at a time per pass over the rows.
+// image lines staged in shared memory (or over padded pair images of x),
+// Aᵀ y pixel-driven over per-tile tables of y (a gather, no atomics), with
+// the same weights (parallel2d_kernels.cuh). Frames are processed 4 or 1 at
+// a time per pass over the rows.
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 
@@ -69,9 +73,91 @@ float2* parallel2d_pair_scratch(const Executor& exec, const Parallel2dView& sys,
         scratch(exec, ScratchSlot::measurement, parallel2d_pair_bytes(sys, frames), false));
 }
 
+/// Which kernels make parallel-beam rays (RECON_PARALLEL2D_RAYS, for
+/// comparing): `auto` takes the staged lines for chunks of 4 frames where
+/// they fit, `lines` for single frames too, `pairs` never. Residuals (sums in
+/// double, once per solve) always take the pair images.
+enum class RaysMode { automatic, lines, pairs };
+
+RaysMode rays_mode()
+{
+    const char* value = std::getenv("RECON_PARALLEL2D_RAYS");
+    if (value == nullptr || std::string_view{value} == "auto") return RaysMode::automatic;
+    if (std::string_view{value} == "lines") return RaysMode::lines;
+    if (std::string_view{value} == "pairs") return RaysMode::pairs;
+    throw std::invalid_argument{
+        std::string{"RECON_PARALLEL2D_RAYS: expected auto, lines or pairs, found '"} + value + "'"};
+}
+
+/// How parallel2d_lines_kernel covers `sys` for BT frames, or nothing where
+/// it is not taken: one frame unless asked for (the pair images are faster,
+/// parallel2d_kernels.cuh), a GPU without clusters (before sm_90), more than
+/// 1024 bins per view (one thread per ray), or lines of 8 blocks' share
+/// that do not fit one block's shared memory (~340 pixels a side for 4
+/// frames). Four segments where they fit, else eight (ct_256, 4 frames: 32
+/// lines, 134 KB, 360 blocks of 1,024 threads).
+template <int BT>
+std::optional<p2::LinesPlan> lines_plan(const Executor& exec, const Parallel2dView& sys)
+{
+    const RaysMode mode = rays_mode();
+    if (mode == RaysMode::pairs || (mode == RaysMode::automatic && BT == 1)) return std::nullopt;
+    if (device_attribute(exec, cudaDevAttrClusterLaunch) == 0) return std::nullopt;
+    if (sys.bins <= 0 || sys.bins > 1024 || sys.views <= 0 || sys.nx <= 0 || sys.ny <= 0) {
+        return std::nullopt;
+    }
+    p2::LinesPlan plan;
+    plan.views_per_block = static_cast<int>(
+        std::clamp<index_t>((BT == 1 ? 512 : 1024) / sys.bins, 1, 4));
+    plan.threads = static_cast<int>((plan.views_per_block * sys.bins + 31) / 32 * 32);
+    const index_t longest = std::max(sys.nx, sys.ny);
+    plan.line_stride = (longest + 4) | 1;
+    const auto limit = static_cast<std::size_t>(
+        device_attribute(exec, cudaDevAttrMaxSharedMemoryPerBlockOptin));
+    for (const int segments : {4, p2::lines_max_segments}) {
+        const index_t lines = (longest + segments - 1) / segments;
+        const std::size_t staged = static_cast<std::size_t>(lines) * plan.line_stride *
+                                   sizeof(p2::LineValue<BT>);
+        const std::size_t sums = static_cast<std::size_t>(plan.threads) * BT * sizeof(float);
+        const std::size_t bytes = std::max(staged, sums);
+        if (bytes <= limit) {
+            plan.segments = segments;
+            plan.lines = lines;
+            plan.bytes = bytes;
+            return plan;
+        }
+    }
+    return std::nullopt;
+}
+
+template <int BT>
+void launch_lines(const Executor& exec, const Parallel2dView& sys, const p2::LinesPlan& plan,
+                  const float* x, float* y)
+{
+    auto kernel = p2::parallel2d_lines_kernel<BT>;
+    RECON_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(plan.bytes)));
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3{static_cast<unsigned>(plan.segments),
+                          static_cast<unsigned>((sys.views + plan.views_per_block - 1) /
+                                                plan.views_per_block)};
+    config.blockDim = dim3{static_cast<unsigned>(plan.threads)};
+    config.dynamicSmemBytes = plan.bytes;
+    config.stream = stream_of(exec);
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = static_cast<unsigned>(plan.segments);
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    RECON_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, sys, plan.views_per_block, plan.lines,
+                                      plan.line_stride, x, y));
+}
+
 /// y = A x (or A x − sub, a frame at a time, sums in double) for `batch`
-/// frames: per chunk of frames the pair images (into `pairs`, room for
-/// min(batch, 4) frames, or 1 with sub), then the rays.
+/// frames: per chunk of frames the staged-lines kernel where lines_plan
+/// takes it, else the pair images (into `pairs`, room for min(batch, 4)
+/// frames, or 1 with sub) then the rays.
 void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch, const float* x,
                       float* y, const float* sub, float2* pairs)
 {
@@ -102,9 +188,15 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
     }
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
-        make_pairs(x + static_cast<size_type>(first) * n, BT);
+        const float* xb = x + static_cast<size_type>(first) * n;
+        float* yb = y + static_cast<size_type>(first) * m;
+        if (const auto plan = lines_plan<BT>(exec, sys)) {
+            launch_lines<BT>(exec, sys, *plan, xb, yb);
+            return;
+        }
+        make_pairs(xb, BT);
         p2::parallel2d_rays_kernel<BT, float><<<ray_blocks, ray_threads, 0, stream>>>(
-            sys, pairs, nullptr, y + static_cast<size_type>(first) * m);
+            sys, pairs, nullptr, yb);
         RECON_CUDA_CHECK_LAUNCH();
     });
 }

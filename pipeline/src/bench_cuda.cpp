@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/baselines.hpp"
@@ -147,8 +148,9 @@ void add_cusparse_cgls_rows(BenchTable& table, const std::string& section,
 }
 
 /// The parallel-beam products of ct_256 on the fly, one kernel sequence per
-/// row (A x: pair images then rays; Aᵀ y: the pixel-driven gather; the
-/// fused Aᵀ(A d): both), on random inputs; 1 frame and 4 frames.
+/// row (A x: staged image lines, and pair images then rays; Aᵀ y: the
+/// pixel-driven gather; the fused Aᵀ(A d) as the solver runs it), on random
+/// inputs; 1 frame and 4 frames.
 void add_ct_operator_rows(BenchTable& table, const recon::Parallel2d& fly, const Executor& exec,
                           const BenchConfig& config)
 {
@@ -175,7 +177,16 @@ void add_ct_operator_rows(BenchTable& table, const recon::Parallel2d& fly, const
             table.add({"gpu operators", "ct_256", variant + suffix, device, timed(exec, runs, work),
                        ""});
         };
-        row("A x, on the fly (pair images + rays)", [&] { kn::apply(exec, view, frames, xs, axs); });
+        // Both A x kernels (RECON_PARALLEL2D_RAYS); by default one frame
+        // takes the pair images, 4 frames the staged lines.
+        for (const char* rays : {"lines", "pairs"}) {
+            setenv("RECON_PARALLEL2D_RAYS", rays, 1);
+            row(std::string{"A x, on the fly ("} +
+                    (rays == std::string_view{"lines"} ? "staged image lines" : "pair images + rays") +
+                    ")",
+                [&] { kn::apply(exec, view, frames, xs, axs); });
+            unsetenv("RECON_PARALLEL2D_RAYS");
+        }
         row("At y, on the fly (pixel-driven)",
             [&] { kn::apply_adjoint(exec, view, frames, ys, atys); });
         row("At(A d) fused, on the fly",
@@ -353,6 +364,15 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
     };
     for (const auto& c : cases) {
         const SolveOutcome o = run_solver(c, exec, 1, b, reps);
+        table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
+    }
+    {
+        // One frame's A x by staged lines (RECON_PARALLEL2D_RAYS), for comparing.
+        setenv("RECON_PARALLEL2D_RAYS", "lines", 1);
+        const SolveCase c{"ours one launch (graph), on the fly, TV, A x by staged image lines", &fly,
+                          tv, options(SolveLaunch::graph)};
+        const SolveOutcome o = run_solver(c, exec, 1, b, reps);
+        unsetenv("RECON_PARALLEL2D_RAYS");
         table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
     }
     add_cusparse_cgls_rows(table, "gpu solve", "ct_256", csr, b, exec, config.iterations, reps,

@@ -1,17 +1,20 @@
-// The parallel-beam GPU products (ray-driven A x over pair images, the
-// pixel-driven Aᵀ y over per-tile tables, the fused Aᵀ(A d), the residual)
+// The parallel-beam GPU products (ray-driven A x over staged image lines and
+// over pair images, each forced and as `auto` picks them, the pixel-driven
+// Aᵀ y over per-tile tables, the fused Aᵀ(A d), the residual)
 // against the CPU backend on fresh random inputs, and the adjoint identity
 // on the GPU alone. Geometries that stress the kernels' shortcuts: non-square
 // images, bins != nx, centre offsets (rays that miss the image), angles at
 // and next to 0, 45, 90 and 135 degrees (where the stepping axis switches
 // and bins are exactly one pixel apart), a single view, more views than one
-// staged chunk, images that are not whole tiles; batches 1, 4 and 5 (the
-// 4-frame kernels and a 4 + 1 split).
+// staged chunk, images that are not whole tiles, images too wide for 4
+// frames' staged lines, more bins than one block of rays; batches 1, 4 and 5
+// (the 4-frame kernels and a 4 + 1 split).
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -73,12 +76,27 @@ std::vector<Geometry> geometries()
         // Most rays miss the image.
         {"detector_beside_image", 20, 20, 30, spread_angles(17, 11.0), 25.0},
         {"tall_thin", 3, 70, 5, spread_angles(13, -20.0), 0.1},
+        // 4 frames' staged lines do not fit shared memory (pair images); one
+        // frame's (RECON_PARALLEL2D_RAYS=lines) do.
+        {"wide_strip", 400, 20, 30, spread_angles(7, 5.0), 0.5},
+        // More bins than one block's threads (pair images).
+        {"many_bins", 40, 40, 1100, spread_angles(3, 10.0), 0.0},
     };
 }
 
 struct Case {
     std::size_t geometry;
     int batch;
+    const char* rays;  // RECON_PARALLEL2D_RAYS
+};
+
+/// Sets RECON_PARALLEL2D_RAYS for one test.
+class RaysMode {
+public:
+    explicit RaysMode(const char* mode) { setenv("RECON_PARALLEL2D_RAYS", mode, 1); }
+    ~RaysMode() { unsetenv("RECON_PARALLEL2D_RAYS"); }
+    RaysMode(const RaysMode&) = delete;
+    RaysMode& operator=(const RaysMode&) = delete;
 };
 
 class Parallel2dGpu : public ::testing::TestWithParam<Case> {};
@@ -92,6 +110,7 @@ TEST_P(Parallel2dGpu, MatchesTheCpuAndIsItsAdjoint)
     const Geometry geo = geometries()[GetParam().geometry];
     SCOPED_TRACE(geo.name);
     const int batch = GetParam().batch;
+    const RaysMode rays{GetParam().rays};
     const Parallel2d model{geo.nx, geo.ny, geo.bins, geo.angles, geo.center_offset};
     const index_t m = model.rows(), n = model.cols();
     const Executor cpu = Executor::cpu();
@@ -142,7 +161,9 @@ std::vector<Case> cases()
 {
     std::vector<Case> all;
     for (std::size_t g = 0; g < geometries().size(); ++g) {
-        for (int batch : {1, 4, 5}) all.push_back({g, batch});
+        for (int batch : {1, 4, 5}) {
+            for (const char* rays : {"auto", "lines", "pairs"}) all.push_back({g, batch, rays});
+        }
     }
     return all;
 }
@@ -150,7 +171,7 @@ std::vector<Case> cases()
 INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpu, ::testing::ValuesIn(cases()),
                          [](const auto& info) {
                              return geometries()[info.param.geometry].name + "_batch" +
-                                    std::to_string(info.param.batch);
+                                    std::to_string(info.param.batch) + "_" + info.param.rays;
                          });
 
 /// The products of one frame do not depend on the frames batched with it:
@@ -182,6 +203,23 @@ TEST(Parallel2dGpuBatch, FramesAreIndependentOfTheirBatch)
                  ax1.to_host(), 1e-6, "A x, frame 2 of 5 against alone");
     expect_close(std::vector<float>(h_aty.begin() + frame * n, h_aty.begin() + (frame + 1) * n),
                  aty1.to_host(), 1e-6, "Aᵀ y, frame 2 of 5 against alone");
+}
+
+TEST(Parallel2dGpuRays, AnUnknownModeIsAClearError)
+{
+    RECON_REQUIRE_GPU();
+    const Parallel2d model{16, 16, 16, spread_angles(4, 0.0), 0.0};
+    const auto gpu_view = model.view(gpu());
+    auto x = poisoned(static_cast<std::size_t>(model.cols()));
+    auto y = poisoned(static_cast<std::size_t>(model.rows()));
+    const RaysMode rays{"lines-please"};
+    try {
+        kernels::apply(gpu(), gpu_view, 1, cview(x), y.view());
+        FAIL() << "expected an error for RECON_PARALLEL2D_RAYS=lines-please";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string{e.what()}.find("RECON_PARALLEL2D_RAYS"), std::string::npos) << e.what();
+        EXPECT_NE(std::string{e.what()}.find("lines-please"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace
