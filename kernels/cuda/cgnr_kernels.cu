@@ -91,10 +91,10 @@ struct StepBetaOp {
 __device__ float fold_at(const RegularizerFold& fold, int batch, int frame, size_type i)
 {
     const size_type n = fold.grid.size();
-    const index_t iy = static_cast<index_t>(i / fold.grid.nx);
-    const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * fold.grid.nx);
+    const Pixel px = fold.grid.pixel(static_cast<index_t>(i));
     return fold.base.data[frame * n + i] + terms_apply(fold.terms, fold.state.data, batch, frame,
-                                                       fold.v.data + frame * n, fold.grid, ix, iy);
+                                                       fold.v.data + frame * n, fold.grid, px.ix,
+                                                       px.iy);
 }
 
 /// e = fold; f = dᵀe, gd = gᵀd (for running frames).
@@ -216,11 +216,9 @@ __global__ void direction_kernel(size_type n, int batch, const float* g, float* 
         const size_type k = frame * n + i;
         if (moves) d[k] = -g[k] + beta * d[k];
         if constexpr (WithState) {
-            const index_t iy = static_cast<index_t>(i / prepare.grid.nx);
-            const index_t ix =
-                static_cast<index_t>(i - static_cast<size_type>(iy) * prepare.grid.nx);
+            const Pixel px = prepare.grid.pixel(static_cast<index_t>(i));
             terms_prepare(prepare.terms, prepare.state.data, batch, frame,
-                          prepare.p.data + frame * n, prepare.grid, ix, iy);
+                          prepare.p.data + frame * n, prepare.grid, px.ix, px.iy);
         }
     }
 }

@@ -951,10 +951,9 @@ template <int BMAX>
 __device__ float regularizer_at(const Args& a, const float* state, const float* v, int frame,
                                 index_t i)
 {
-    const index_t iy = i / a.grid.nx;
-    const index_t ix = i - iy * a.grid.nx;
+    const Pixel px = a.grid.pixel(i);
     const BatchLayout layout = interleaved(BMAX, a.n);
-    return terms_apply(a.terms, state, layout, frame, layout.of(v, frame), a.grid, ix, iy);
+    return terms_apply(a.terms, state, layout, frame, layout.of(v, frame), a.grid, px.ix, px.iy);
 }
 
 /// The state of every stateful term from the block's x.
@@ -965,10 +964,9 @@ __device__ void prepare_state(const Args& a, const Shared& s)
     if (frame >= a.batch) return;
     const BatchLayout layout = interleaved(BMAX, a.n);
     for (int e = threadIdx.x; e < BMAX * a.n; e += blockDim.x) {
-        const index_t i = e / BMAX;
-        const index_t iy = i / a.grid.nx;
-        const index_t ix = i - iy * a.grid.nx;
-        terms_prepare(a.terms, s.state, layout, frame, layout.of(s.x, frame), a.grid, ix, iy);
+        const Pixel px = a.grid.pixel(e / BMAX);
+        terms_prepare(a.terms, s.state, layout, frame, layout.of(s.x, frame), a.grid, px.ix,
+                      px.iy);
     }
 }
 

@@ -19,9 +19,8 @@ __global__ void prepare_kernel(RegularizerTerms terms, ImageGrid grid, int batch
     const float* pb = p + frame * n;
     for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += static_cast<size_type>(gridDim.x) * blockDim.x) {
-        const index_t iy = static_cast<index_t>(i / grid.nx);
-        const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * grid.nx);
-        terms_prepare(terms, state, batch, frame, pb, grid, ix, iy);
+        const Pixel px = grid.pixel(static_cast<index_t>(i));
+        terms_prepare(terms, state, batch, frame, pb, grid, px.ix, px.iy);
     }
 }
 
@@ -34,10 +33,9 @@ __global__ void apply_add_kernel(RegularizerTerms terms, ImageGrid grid, int bat
     const float* vb = v + frame * n;
     for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += static_cast<size_type>(gridDim.x) * blockDim.x) {
-        const index_t iy = static_cast<index_t>(i / grid.nx);
-        const index_t ix = static_cast<index_t>(i - static_cast<size_type>(iy) * grid.nx);
+        const Pixel px = grid.pixel(static_cast<index_t>(i));
         out[frame * n + i] =
-            base[frame * n + i] + terms_apply(terms, state, batch, frame, vb, grid, ix, iy);
+            base[frame * n + i] + terms_apply(terms, state, batch, frame, vb, grid, px.ix, px.iy);
     }
 }
 

@@ -30,10 +30,23 @@ struct RegularizerTerms {
     RegularizerTerm term[max_terms] = {};
 };
 
+/// Column and row of a pixel.
+struct Pixel {
+    index_t ix, iy;
+};
+
 struct ImageGrid {
     index_t nx = 0;
     index_t ny = 0;
     RECON_HD index_t size() const { return nx * ny; }
+    /// The column and row of pixel i ([ny][nx], x fastest); a 32-bit
+    /// division, since size() fits index_t (64-bit division is a long
+    /// subroutine on the GPU).
+    RECON_HD Pixel pixel(index_t i) const
+    {
+        const index_t iy = i / nx;
+        return {i - iy * nx, iy};
+    }
 };
 
 /// A regularizer sum that a CGNR step computes in its own pass:
