@@ -26,12 +26,14 @@
 
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "kernels/backends.hpp"
 #include "kernels/cgnr_scalars.hpp"
@@ -1527,13 +1529,26 @@ std::size_t persistent_workspace_floats(const PersistentCgnrProblem& p)
 {
     // Three slots, x for the residual passes, and the blocks' images for
     // the two-phase reduction (one block per SM; 256 covers every current
-    // GPU, checked at launch).
-    return (4 + (p.two_phase_reduction ? max_persistent_blocks : 0)) * image_floats(p);
+    // GPU, checked at launch). Consecutive launches share one workspace.
+    std::size_t floats = 0;
+    for (const PersistentCgnrProblem& chunk : persistent_chunks(p)) {
+        floats = std::max(floats, (4 + (chunk.two_phase_reduction ? max_persistent_blocks : 0)) *
+                                      image_floats(chunk));
+    }
+    return floats;
 }
 
 void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p,
                             float* workspace)
 {
+    if (p.batch > persistent_max_frames) {
+        // One launch after the other on one stream; each clears the
+        // workspace it uses when it starts.
+        for (const PersistentCgnrProblem& chunk : persistent_chunks(p)) {
+            launch_persistent_cgnr(exec, chunk, workspace);
+        }
+        return;
+    }
     const std::string why = persistent_cgnr_supports(exec, p);
     if (!why.empty()) throw std::invalid_argument{why};
     Args args{p.terms,
@@ -1594,15 +1609,51 @@ void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p
 
 namespace recon::kernels {
 
+std::vector<PersistentCgnrProblem> persistent_chunks(const PersistentCgnrProblem& p)
+{
+    if (p.batch <= persistent_max_frames) return {p};
+    const auto m = static_cast<size_type>(rows_of(p.system));
+    const auto n = static_cast<size_type>(cols_of(p.system));
+    std::vector<PersistentCgnrProblem> chunks;
+    for (int first = 0; first < p.batch; first += persistent_max_frames) {
+        PersistentCgnrProblem c = p;
+        c.batch = std::min(persistent_max_frames, p.batch - first);
+        // Frames [first, first + c.batch) of a [batch][size] buffer (empty stays empty).
+        const auto part = [&](auto view, size_type size) {
+            if (view.data == nullptr) return view;
+            return decltype(view){view.data + static_cast<size_type>(first) * size,
+                                  static_cast<size_type>(c.batch) * size};
+        };
+        c.b = part(p.b, m);
+        c.x = part(p.x, n);
+        c.r = part(p.r, m);
+        c.q = part(p.q, m);
+        c.h = part(p.h, n);
+        c.g = part(p.g, n);
+        c.d = part(p.d, n);
+        c.scalars = part(p.scalars, 1);
+        chunks.push_back(c);
+    }
+    return chunks;
+}
+
 std::string persistent_cgnr_supports(const Executor& exec, const PersistentCgnrProblem& p)
 {
     using namespace cuda;
     if (exec.is_cpu()) return "the persistent kernel needs a CUDA executor";
     if (p.batch < 1) return "batch must be positive";
     if (p.cgls1 && p.q.data == nullptr) return "the CGLS1 form needs the q buffer";
+    if (p.batch > persistent_max_frames) {
+        for (const PersistentCgnrProblem& chunk : persistent_chunks(p)) {
+            std::string why = persistent_cgnr_supports(exec, chunk);
+            if (!why.empty()) return why;
+        }
+        return {};
+    }
     if (shape_for(p) == nullptr) {
-        return "the persistent kernel keeps the batch's images in one block: batch 1 with "
-               "n <= 12288, or batch <= 4 with n <= 3072; found batch " +
+        return "the persistent kernel keeps the images of up to 4 frames in one block: batch 1 "
+               "with n <= 12288, or 2 to 4 frames (larger batches: 4 at a time) with "
+               "n <= 3072; found batch " +
                std::to_string(p.batch) + ", n " + std::to_string(cols_of(p.system));
     }
     int limit = 0;

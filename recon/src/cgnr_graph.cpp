@@ -77,9 +77,10 @@ SolveLaunch CgnrSolver::resolve_launch()
     // The persistent kernel is the fastest one-launch form wherever the
     // batch's images fit a block and were measured: one frame (paper_large
     // on an H100: 3.6 against 10.4 ms for the graph) and batches without a
-    // regularizer (4 frames: 11.0 against 20.7 ms). A regularized batch
-    // keeps x and the state in shared memory, leaving less room for the
-    // rows: it takes the graph. See docs/gpu-performance.md.
+    // regularizer (4 frames: 8.6 against 20.7 ms; larger batches as
+    // launches of 4 frames). A regularized batch keeps x and the state in
+    // shared memory, leaving less room for the rows: it takes the graph.
+    // See docs/gpu-performance.md.
     const bool measured_faster = batch_ == 1 || regularizer_.terms().count == 0;
     return measured_faster && kernels::persistent_cgnr_supports(exec_, persistent_problem()).empty()
                ? SolveLaunch::persistent

@@ -225,6 +225,27 @@ TEST_P(PersistentRows, WithoutRegularizerMatchesTheHostLoop)
     expect_as_host_loop(against_host_loop(wide, Regularizer{}, 1, b), 1);
 }
 
+// Batches past one launch's 4 frames run as launches of 4 frames (and the
+// rest) one after the other, each on its frames' part of the buffers and
+// sharing one workspace: 6 = 4 + 2 and 9 = 4 + 4 + 1 (the 1-frame shape
+// after the 4-frame one), without a regularizer and with one (x and its
+// state in shared memory).
+TEST_P(PersistentRows, LargerBatchesRunFourFramesAtATime)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{30000, 1500, 165000, seed};
+    for (const int batch : {6, 9}) {
+        SCOPED_TRACE("batch " + std::to_string(batch));
+        const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
+        expect_as_host_loop(against_host_loop(model, Regularizer{}, batch, b), batch);
+        expect_as_host_loop(against_host_loop(model, Regularizer::parse("tikhonov:0.01"), batch, b),
+                            batch);
+    }
+}
+
 // The paper's larger problem in a regularized batch of 4: the four frames'
 // d, x and scatter images leave room (on an H100 or H200) for ~94 % of a
 // block's rows in shared memory; the rest are read from the system in

@@ -207,7 +207,10 @@ TEST(GpuSolverLimits, AutomaticLaunchTakesThePersistentKernelWhereItWasMeasuredF
     EXPECT_EQ(launch(tv, 1), SolveLaunch::persistent);
     EXPECT_EQ(launch(Regularizer{}, 4), SolveLaunch::persistent);
     EXPECT_EQ(launch(tv, 4), SolveLaunch::graph);
-    EXPECT_EQ(launch(Regularizer{}, 5), SolveLaunch::graph);  // past the kernel's batch
+    // Past one launch's 4 frames: launches of 4 frames one after the other.
+    EXPECT_EQ(launch(Regularizer{}, 5), SolveLaunch::persistent);
+    EXPECT_EQ(launch(Regularizer{}, 16), SolveLaunch::persistent);
+    EXPECT_EQ(launch(tv, 16), SolveLaunch::graph);
 }
 
 /// Full solves (both forms, batch 2, a regularizer) small enough for

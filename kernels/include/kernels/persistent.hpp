@@ -15,9 +15,12 @@
 // CGLS1 two; within a block, the dot products take one block reduction per
 // iteration without a regularizer (β from sums taken before the step,
 // cgnr_scalars_end_expanded) and two otherwise. This needs the images of
-// the batch to fit in one block: see persistent_cgnr_supports().
+// the batch to fit in one block: see persistent_cgnr_supports(). A launch
+// takes up to 4 frames (4 slots per pixel); larger batches run as
+// consecutive launches of 4 frames (persistent_chunks).
 
 #include <string>
+#include <vector>
 
 #include "kernels/common.hpp"
 #include "kernels/executor.hpp"
@@ -51,6 +54,14 @@ struct PersistentCgnrProblem {
     View<float> d;        // [batch][n] direction at the end
     View<CgnrScalars> scalars;  // [batch]
 };
+
+/// The most frames one launch of the persistent kernel solves together.
+constexpr int persistent_max_frames = 4;
+
+/// `problem` as consecutive launches: its frames in groups of
+/// persistent_max_frames (the last one smaller), each group's buffers the
+/// group's part of the problem's. One group when the batch fits a launch.
+std::vector<PersistentCgnrProblem> persistent_chunks(const PersistentCgnrProblem& problem);
 
 /// Empty when the persistent kernel can solve `problem` on exec's device,
 /// else the reason (e.g. the batch's images do not fit in shared memory).
