@@ -15,36 +15,12 @@ namespace recon::kernels::cuda {
 
 // --- row generators for the device ----------------------------------------------
 
-/// Stored and parallel-beam rows: the shared generators of rows.hpp.
+/// Stored, synthetic and parallel-beam rows: the shared generators of
+/// rows.hpp.
 template <class System, class F>
 __device__ __forceinline__ void device_row(const System& v, index_t row, F&& f)
 {
     for_each_entry(v, row, f);
-}
-
-/// Synthetic rows: the same integers and weights as rows.hpp's generator,
-/// computed with 32-bit division where the operands fit (64-bit division is
-/// a long subroutine on the GPU, and the result is the same integer).
-template <class F>
-__device__ __forceinline__ void device_row(const SyntheticView& v, index_t row, F&& f)
-{
-    const index_t length = synthetic_row_length(v, row);
-    if (length <= 0) return;
-    const bool narrow = static_cast<unsigned long long>(v.cols) * length < (1ull << 32);
-    unsigned lo = 0;
-    for (index_t j = 0; j < length; ++j) {
-        const std::uint64_t h = hash64(v.seed, static_cast<std::uint64_t>(row),
-                                       static_cast<std::uint64_t>(j));
-        const unsigned hi =
-            narrow ? static_cast<unsigned>(j + 1) * static_cast<unsigned>(v.cols) /
-                         static_cast<unsigned>(length)
-                   : static_cast<unsigned>(static_cast<std::uint64_t>(j + 1) * v.cols /
-                                           static_cast<std::uint64_t>(length));
-        const unsigned low32 = static_cast<unsigned>(h & 0xFFFFFFFFull);
-        const index_t col = static_cast<index_t>(lo + low32 % (hi - lo));
-        f(col, synthetic_weight(h));
-        lo = hi;
-    }
 }
 
 /// Sliced ELLPACK-T rows as rows.hpp reads them, with 32-bit offsets inside

@@ -83,30 +83,37 @@ RECON_HD float synthetic_weight(std::uint64_t h)
     return add_rn(0.05f, mul_rn(0.95f, unit_float(h)));
 }
 
-/// Entry j of a synthetic row: the columns are split into `length` equal
-/// segments and entry j takes a hashed column inside segment j (so columns
-/// are distinct and sorted); weights are uniform in [0.05, 1).
-RECON_HD void synthetic_entry(const SyntheticView& v, index_t row, index_t j,
-                              index_t length, index_t& col, float& weight)
+/// Where segment j of a row's `length` equal segments of the columns
+/// starts: j * cols / length, for j in [0, length]. In 32 bits where
+/// cols * length fits them: the same integer, and 64-bit division is a long
+/// subroutine on the GPU.
+RECON_HD size_type synthetic_segment_start(const SyntheticView& v, index_t j, index_t length)
 {
-    const std::uint64_t h = hash64(v.seed, static_cast<std::uint64_t>(row),
-                                   static_cast<std::uint64_t>(j));
-    const size_type lo = static_cast<size_type>(j) * v.cols / length;
-    const size_type hi = static_cast<size_type>(j + 1) * v.cols / length;
-    col = static_cast<index_t>(lo + static_cast<size_type>((h & 0xFFFFFFFFull) %
-                                                           static_cast<std::uint64_t>(hi - lo)));
-    weight = synthetic_weight(h);
+    if (static_cast<std::uint64_t>(v.cols) * static_cast<std::uint64_t>(length) < (1ull << 32)) {
+        return static_cast<std::uint32_t>(j) * static_cast<std::uint32_t>(v.cols) /
+               static_cast<std::uint32_t>(length);
+    }
+    return static_cast<size_type>(j) * v.cols / length;
 }
 
+/// A synthetic row: the columns are split into `length` equal segments and
+/// entry j takes a hashed column inside segment j (so columns are distinct
+/// and sorted); weights are uniform in [0.05, 1). The host and the device
+/// both generate rows here.
 template <class F>
 RECON_HD void for_each_entry(const SyntheticView& v, index_t row, F&& f)
 {
     const index_t length = synthetic_row_length(v, row);
+    size_type lo = 0;
     for (index_t j = 0; j < length; ++j) {
-        index_t col;
-        float weight;
-        synthetic_entry(v, row, j, length, col, weight);
-        f(col, weight);
+        const std::uint64_t h = hash64(v.seed, static_cast<std::uint64_t>(row),
+                                       static_cast<std::uint64_t>(j));
+        const size_type hi = synthetic_segment_start(v, j + 1, length);
+        // A segment is narrower than cols < 2^31: a 32-bit remainder.
+        const std::uint32_t offset =
+            static_cast<std::uint32_t>(h & 0xFFFFFFFFull) % static_cast<std::uint32_t>(hi - lo);
+        f(static_cast<index_t>(lo + offset), synthetic_weight(h));
+        lo = hi;
     }
 }
 
