@@ -91,7 +91,16 @@ TEST_P(GpuSolver, RegularizedBatchMatchesTheCpuSolver)
     const Parallel2d model{24, 22, 30, angles, 0.4};
     const auto reg = Regularizer::parse("tv:0.02,nonneg:2,tikhonov:0.001", 0.01);
     const int batch = 3;
-    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng, 0.0f, 2.0f);
+    // Consistent data from positive images: the iterates stay clear of the
+    // sign constraint's switch (x = 0) in most pixels. With b uniform in
+    // [0, 2] (no image fits it) many pixels hovered about 0, and a mask
+    // that flipped on a rounding difference took GPU and CPU apart: 10 of
+    // 900 seeds on an H100 failed the checks below (x up to 1.8 % apart).
+    const auto images = test::random_vector(static_cast<std::size_t>(model.cols()) * batch, rng,
+                                            0.5f, 1.5f);
+    std::vector<float> b(static_cast<std::size_t>(model.rows()) * batch);
+    kernels::apply(Executor::cpu(), model.view(Executor::cpu()), batch, test::cview_of(images),
+                   test::view_of(b));
     SolverOptions o = options();
     o.max_iterations = 25;
     o.residual_replacement = 10;
@@ -111,8 +120,12 @@ TEST_P(GpuSolver, RegularizedBatchMatchesTheCpuSolver)
         // float on the GPU against double sums on the CPU, through 25
         // iterations with sign masks that may flip on a rounding difference
         EXPECT_LE(test::rel_error(xg, xc), 5e-3);
-        EXPECT_NEAR(r_gpu[f].rel_gradient, r_cpu[f].rel_gradient,
-                    0.1 * r_cpu[f].rel_gradient + 1e-6);
+        // ‖g‖/‖g₀‖ ends near 2e-4, where float sums on the GPU and double
+        // sums on the CPU differ by tens of percent (up to 1.5x over 1,800
+        // seeds on an H100); a wrong step would stall orders of magnitude
+        // higher, so the two agree within a factor of 3.
+        EXPECT_LE(r_gpu[f].rel_gradient, 3.0 * r_cpu[f].rel_gradient + 1e-6);
+        EXPECT_LE(r_cpu[f].rel_gradient, 3.0 * r_gpu[f].rel_gradient + 1e-6);
     }
 }
 
