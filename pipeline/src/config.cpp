@@ -254,7 +254,7 @@ po::options_description solver_options(SolverConfig& c)
     po::options_description d{"[solver] CGNR"};
     d.add_options()
         ("solver.iterations", bound(&c.iterations), "maximum iterations per frame (> 0)")
-        ("solver.tolerance", bound(&c.tolerance), "stop at |g| <= tol |g0| (0: never)")
+        ("solver.tolerance", bound(&c.tolerance), "stop at |g| <= tol |A^T b| (0: only at g = 0)")
         ("solver.form", bound_text(&c.form), "fused | cgls1")
         ("solver.residual_replacement", bound(&c.residual_replacement),
          "fused form: recompute h = A^T(Ax - b) every K iterations (0: never)")

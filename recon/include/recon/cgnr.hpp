@@ -44,7 +44,8 @@ const char* to_string(SolveLaunch launch);
 
 struct SolverOptions {
     int max_iterations = 400;
-    double tolerance = 0.0;        // stop when ‖g‖ ≤ tolerance ‖Aᵀb‖ (= ‖g0‖ from x0 = 0); 0: never
+    double tolerance = 0.0;        // stop when ‖g‖ ≤ tolerance ‖Aᵀb‖ (= ‖g0‖ from x0 = 0); 0: only
+                                   // when g is exactly 0 (the fused form's recurrence can get there)
     CgnrForm form = CgnrForm::fused;
     int residual_replacement = 50;  // fused form: recompute h = Aᵀ(Ax − b) every K; 0: never
     int status_check_interval = 1;  // host loop: read the stop flags every this many iterations
