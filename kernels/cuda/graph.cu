@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -54,8 +55,8 @@ struct SolveGraph::Impl {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t instance = nullptr;
     bool persistent = false;
-    PersistentCgnrProblem problem;
-    Array<float> workspace;
+    std::vector<PersistentCgnrProblem> launches;  // persistent: one per group of frames
+    Array<float> workspace;                       // shared by the launches, one after the other
 
     Impl() = default;
     Impl(const Impl&) = delete;
@@ -135,9 +136,12 @@ SolveGraph SolveGraph::persistent(const Executor& exec, const PersistentCgnrProb
     if (!why.empty()) throw std::invalid_argument{why};
     auto impl = std::make_unique<Impl>();
     impl->persistent = true;
-    impl->problem = problem;
-    impl->workspace = Array<float>{
-        exec, static_cast<size_type>(cuda::persistent_workspace_floats(problem))};
+    impl->launches = persistent_chunks(problem);
+    std::size_t floats = 0;
+    for (const PersistentCgnrProblem& launch : impl->launches) {
+        floats = std::max(floats, cuda::persistent_workspace_floats(launch));
+    }
+    impl->workspace = Array<float>{exec, static_cast<size_type>(floats)};
     return SolveGraph{std::move(impl)};
 }
 
@@ -145,7 +149,11 @@ void SolveGraph::launch(const Executor& exec)
 {
     cuda::activate(exec);
     if (impl_->persistent) {
-        cuda::launch_persistent_cgnr(exec, impl_->problem, impl_->workspace.data());
+        // One after the other on one stream; each clears the workspace it
+        // uses when it starts.
+        for (const PersistentCgnrProblem& launch : impl_->launches) {
+            cuda::launch_persistent_cgnr(exec, launch, impl_->workspace.data());
+        }
     } else {
         RECON_CUDA_TRY(cudaGraphLaunch(impl_->instance, cuda::stream_of(exec)));
     }

@@ -1484,9 +1484,7 @@ template <int BMAX, int EPT, bool Regularized, class System>
 void launch_shape(const Executor& exec, const System& sys, Args args, std::size_t image_bytes)
 {
     auto kernel = persistent_cgnr_kernel<BMAX, EPT, Regularized, System>;
-    int limit = 0;
-    RECON_CUDA_TRY(
-        cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, exec.device()));
+    const int limit = device_attribute(exec, cudaDevAttrMaxSharedMemoryPerBlockOptin);
     cudaFuncAttributes attributes{};
     RECON_CUDA_TRY(cudaFuncGetAttributes(&attributes, kernel));
     const std::size_t bytes = static_cast<std::size_t>(limit) - attributes.sharedSizeBytes;
@@ -1529,26 +1527,13 @@ std::size_t persistent_workspace_floats(const PersistentCgnrProblem& p)
 {
     // Three slots, x for the residual passes, and the blocks' images for
     // the two-phase reduction (one block per SM; 256 covers every current
-    // GPU, checked at launch). Consecutive launches share one workspace.
-    std::size_t floats = 0;
-    for (const PersistentCgnrProblem& chunk : persistent_chunks(p)) {
-        floats = std::max(floats, (4 + (chunk.two_phase_reduction ? max_persistent_blocks : 0)) *
-                                      image_floats(chunk));
-    }
-    return floats;
+    // GPU, checked at launch).
+    return (4 + (p.two_phase_reduction ? max_persistent_blocks : 0)) * image_floats(p);
 }
 
 void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p,
                             float* workspace)
 {
-    if (p.batch > persistent_max_frames) {
-        // One launch after the other on one stream; each clears the
-        // workspace it uses when it starts.
-        for (const PersistentCgnrProblem& chunk : persistent_chunks(p)) {
-            launch_persistent_cgnr(exec, chunk, workspace);
-        }
-        return;
-    }
     const std::string why = persistent_cgnr_supports(exec, p);
     if (!why.empty()) throw std::invalid_argument{why};
     Args args{p.terms,
@@ -1656,9 +1641,7 @@ std::string persistent_cgnr_supports(const Executor& exec, const PersistentCgnrP
                "n <= 3072; found batch " +
                std::to_string(p.batch) + ", n " + std::to_string(cols_of(p.system));
     }
-    int limit = 0;
-    RECON_CUDA_TRY(
-        cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, exec.device()));
+    const int limit = device_attribute(exec, cudaDevAttrMaxSharedMemoryPerBlockOptin);
     const std::size_t static_bytes = 8 * 1024;  // scalars and reduction buffers
     if (shared_bytes(exec, p) + static_bytes > static_cast<std::size_t>(limit)) {
         return "the persistent kernel needs " + std::to_string(shared_bytes(exec, p)) +

@@ -14,7 +14,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "kernels/baselines.hpp"
@@ -179,11 +178,14 @@ void add_ct_operator_rows(BenchTable& table, const recon::Parallel2d& fly, const
         };
         // Both A x kernels (RECON_PARALLEL2D_RAYS); by default one frame
         // takes the pair images, 4 frames the staged lines.
-        for (const char* rays : {"lines", "pairs"}) {
-            setenv("RECON_PARALLEL2D_RAYS", rays, 1);
-            row(std::string{"A x, on the fly ("} +
-                    (rays == std::string_view{"lines"} ? "staged image lines" : "pair images + rays") +
-                    ")",
+        struct Rays {
+            const char* mode;
+            const char* kernel;
+        };
+        for (const Rays rays : {Rays{"lines", "staged image lines"},
+                                Rays{"pairs", "pair images + rays"}}) {
+            setenv("RECON_PARALLEL2D_RAYS", rays.mode, 1);
+            row(std::string{"A x, on the fly ("} + rays.kernel + ")",
                 [&] { kn::apply(exec, view, frames, xs, axs); });
             unsetenv("RECON_PARALLEL2D_RAYS");
         }

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -91,12 +90,8 @@ struct Case {
 };
 
 /// Sets RECON_PARALLEL2D_RAYS for one test.
-class RaysMode {
-public:
-    explicit RaysMode(const char* mode) { setenv("RECON_PARALLEL2D_RAYS", mode, 1); }
-    ~RaysMode() { unsetenv("RECON_PARALLEL2D_RAYS"); }
-    RaysMode(const RaysMode&) = delete;
-    RaysMode& operator=(const RaysMode&) = delete;
+struct RaysMode : test::ScopedEnv {
+    explicit RaysMode(const char* mode) : ScopedEnv{"RECON_PARALLEL2D_RAYS", mode} {}
 };
 
 class Parallel2dGpu : public ::testing::TestWithParam<Case> {};

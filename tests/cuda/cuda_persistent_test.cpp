@@ -11,7 +11,6 @@
 
 #include <Eigen/Dense>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -28,12 +27,8 @@ namespace {
 using test::gpu;
 
 /// Sets RECON_PERSISTENT_ROWS for the lifetime of the object.
-class RowsMode {
-public:
-    explicit RowsMode(const std::string& mode) { setenv("RECON_PERSISTENT_ROWS", mode.c_str(), 1); }
-    ~RowsMode() { unsetenv("RECON_PERSISTENT_ROWS"); }
-    RowsMode(const RowsMode&) = delete;
-    RowsMode& operator=(const RowsMode&) = delete;
+struct RowsMode : test::ScopedEnv {
+    explicit RowsMode(const std::string& mode) : ScopedEnv{"RECON_PERSISTENT_ROWS", mode} {}
 };
 
 using test::solve_frames;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -29,6 +30,22 @@ namespace recon::test {
 constexpr float poison = std::numeric_limits<float>::quiet_NaN();
 
 inline kernels::Executor gpu() { return kernels::Executor::cuda(0); }
+
+/// Sets an environment variable (the kernels' switches for comparing
+/// paths) for the lifetime of the object.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const std::string& value) : name_{name}
+    {
+        setenv(name, value.c_str(), 1);
+    }
+    ~ScopedEnv() { unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+};
 
 template <class T>
 kernels::Array<T> upload(const std::vector<T>& host)
@@ -59,9 +76,9 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
     EXPECT_LE(rel_error(got, want), tol) << what;
 }
 
-/// Writes b into the solver's input and zeros into its image, solves, and
-/// returns the images and the per-frame results.
-/// Solves b ([batch][m]) from x0 ([batch][n]; empty: zeros).
+/// Writes b ([batch][m]) into the solver's input and x0 ([batch][n]; empty:
+/// zeros) into its image, solves, and returns the images and the per-frame
+/// results.
 inline std::pair<std::vector<float>, std::vector<FrameResult>> solve_frames(
     CgnrSolver& solver, const std::vector<float>& b, const std::vector<float>& x0 = {})
 {
