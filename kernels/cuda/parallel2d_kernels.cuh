@@ -142,12 +142,14 @@ RECON_HD size_type pair_frame_size(const Parallel2dView& v)
 
 /// The major steps [begin, end) of a ray whose crossings can give a pixel a
 /// weight: every k with p in (−1, n_minor) is inside, and every k inside has
-/// p in (−2, n_minor + 1), so the pair entry floor(p) + 2 exists.
+/// p in (−2, n_minor + 1), so the pair entry floor(p) + 2 exists. Takes
+/// 1 / slope, which the staged-lines kernel computes once per view.
 struct RaySpan {
     index_t begin = 0, end = 0;
 };
 
-RECON_HD RaySpan ray_span(float base, float slope, index_t n_major, index_t n_minor)
+RECON_HD RaySpan ray_span(float base, float slope, float inv_slope, index_t n_major,
+                          index_t n_minor)
 {
     RaySpan span;
     if (!(isfinite(base) && isfinite(slope))) return span;  // rows.hpp: no entries
@@ -157,9 +159,10 @@ RECON_HD RaySpan ray_span(float base, float slope, index_t n_major, index_t n_mi
         if (base > -1.25f && base < minor + 0.25f) span.end = n_major;
         return span;
     }
-    // Margins of 0.5 in p; the float errors here are ~1e-4 at most.
-    const float ka = (-1.5f - base) / slope;
-    const float kb = (minor + 0.5f - base) / slope;
+    // Margins of 0.5 in p; the float errors here (the product with the
+    // rounded 1 / slope included) are ~1e-4 at most.
+    const float ka = (-1.5f - base) * inv_slope;
+    const float kb = (minor + 0.5f - base) * inv_slope;
     const float last = static_cast<float>(n_major);
     span.begin = static_cast<index_t>(fminf(fmaxf(ceilf(fminf(ka, kb)), 0.0f), last));
     span.end = static_cast<index_t>(fminf(fmaxf(floorf(fmaxf(ka, kb)) + 1.0f, 0.0f), last));
@@ -262,7 +265,7 @@ __global__ void __launch_bounds__(32 * ray_segments * ray_views)
     if (active) {
         const ViewGeometry g = view_geometry(v, view);
         const float base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
-        const RaySpan span = ray_span(base, g.slope, g.n_major, g.n_minor);
+        const RaySpan span = ray_span(base, g.slope, 1.0f / g.slope, g.n_major, g.n_minor);
         const index_t per = (span.end - span.begin + ray_segments - 1) / ray_segments;
         const index_t k0 = span.begin + segment * per;
         const index_t k1 = min(k0 + per, span.end);
@@ -308,22 +311,33 @@ __global__ void __launch_bounds__(32 * ray_segments * ray_views)
 // --- A x through staged image lines (clusters, sm_90) -------------------------------
 //
 // parallel2d_lines_kernel: the rays read the image from shared memory. A
-// cluster of S blocks takes `views_per_block` neighbouring views, all their
-// bins (one thread per ray); block s stages the image lines [s K, s K + K)
-// of the views' major axis (rows, or columns transposed) and walks every ray
-// over them; the S partial sums of a ray are added in block order through
-// distributed shared memory, so the result does not depend on timing. The
-// pair-image kernel waits on L1 misses (a new image line at every step); a
-// staged line is read by all the rays of the block's views. What it costs
-// besides the walk (~15 instructions per ray and step): staging K lines
-// per block, and each ray's setup once per segment. ncu on ct_256 (H100,
-// 2026-11-22): one frame 11.5M warp instructions, 5.3M of them the walk,
-// ~3M staging, ~1.5M setup; 28 µs against 24 µs for the pair images, so one
-// frame keeps those. With 4 frames the staging and setup are shared by 4
-// frames' sums: 49 µs against 87 µs (recon bench, same run).
+// cluster of S blocks takes a group of neighbouring views, all their bins
+// (one thread per ray); block s stages the image lines [s K, s K + K) of the
+// views' major axis (rows, or columns transposed) once and walks the rays
+// of the group over them in rounds of up to 4 views; the S partial sums of
+// a ray are added in block order through distributed shared memory, so the
+// result does not depend on timing. The pair-image kernel waits on L1
+// misses (a new image line at every step); a staged line is read by all the
+// rays of the block's views. What it costs besides the walk (~15
+// instructions per ray and step): staging K lines per block, and each
+// ray's setup once per segment (the view's constants once per block).
+// With one round per block, ncu on ct_256 (H100, 2026-11-22) counted for
+// one frame 11.5M warp instructions, 5.3M of them the walk, ~3M staging,
+// ~1.5M setup: 28 µs against 24 µs for the pair images. Rounds share the
+// staging between views; the plan takes the fewest rounds that let every
+// block run at once, one per SM, so that no SM waits for a second wave:
+// ct_256 (180 views) takes 3 rounds of 4 views, 15 clusters of 8. A x
+// (H100, 2026-11-22, the same run): 4 frames 40 µs against 52 µs with one
+// round of 4 views and 84 µs for the pair images; one frame 25.0 µs against
+// 25.7 µs for the pair images, which one frame keeps. 2 or 4 rounds (184
+// or 96 blocks) took 48–51 µs for 4 frames and 28–29 µs for one.
 
 /// Most blocks per cluster (the portable cluster size).
 constexpr int lines_max_segments = 8;
+/// Most rounds of views a block walks over the lines it staged once.
+constexpr int lines_max_rounds = 4;
+/// Most views of one block (threads take at most 4 views per round).
+constexpr int lines_max_views = 4 * lines_max_rounds;
 
 /// A staged image entry: one float, or the 4 frames of a pixel together.
 template <int BT>
@@ -331,12 +345,19 @@ using LineValue = std::conditional_t<BT == 1, float, float4>;
 
 /// How parallel2d_lines_kernel covers a system (system_kernels.cu picks it).
 struct LinesPlan {
-    int views_per_block = 0;   // neighbouring views per cluster
-    int threads = 0;           // views_per_block * bins, rounded up to a warp
+    int views_per_round = 0;   // neighbouring views walked at once, one thread per ray
+    int rounds = 0;            // rounds of views per cluster, over the same staged lines
+    int threads = 0;           // views_per_round * bins, rounded up to a warp
     int segments = 0;          // blocks per cluster, one per range of lines
     index_t lines = 0;         // image lines per block
     index_t line_stride = 0;   // staged entries per line: max(nx, ny) + 4, odd
     std::size_t bytes = 0;     // dynamic shared memory per block
+};
+
+/// A view's constants, computed once per block for all its rays.
+struct LinesView {
+    ViewGeometry g;
+    float inv_slope;  // 1 / slope, for ray_span
 };
 
 template <int BT>
@@ -417,78 +438,100 @@ __device__ __forceinline__ void walk_staged(const LineValue<BT>* staged, index_t
 
 /// y[b][ray] = Σ_k weights · x[b] for BT frames (frame-major x, frame
 /// stride nx * ny). Grid (segments, view groups), clusters of
-/// (segments, 1, 1); see above.
+/// (segments, 1, 1); a view group is `rounds` rounds of `views_per_round`
+/// views; see above.
 template <int BT>
 __global__ void __launch_bounds__(1024)
-    parallel2d_lines_kernel(Parallel2dView v, int views_per_block, index_t lines,
+    parallel2d_lines_kernel(Parallel2dView v, int views_per_round, int rounds, index_t lines,
                             index_t stride, const float* __restrict__ x, float* __restrict__ y)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
     extern __shared__ __align__(16) unsigned char line_memory[];
+    __shared__ LinesView views[lines_max_views];
     auto* staged = reinterpret_cast<LineValue<BT>*>(line_memory);
     const int t = threadIdx.x;
-    const index_t first_view = static_cast<index_t>(blockIdx.y) * views_per_block;
-    const index_t view = first_view + t / v.bins;
-    const index_t bin = t - (t / v.bins) * v.bins;
-    const bool active = t < views_per_block * v.bins && view < v.views;
-    const index_t k0 = static_cast<index_t>(blockIdx.x) * lines;
-    ViewGeometry g{};
-    float base = 0.0f;
-    RaySpan span;
-    if (active) {
-        g = view_geometry(v, view);
-        base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
-        span = ray_span(base, g.slope, g.n_major, g.n_minor);
+    const int group = views_per_round * rounds;
+    const index_t first_view = static_cast<index_t>(blockIdx.y) * group;
+    const int group_views = static_cast<int>(min(static_cast<index_t>(group), v.views - first_view));
+    if (t < group_views) {
+        views[t].g = view_geometry(v, first_view + t);
+        views[t].inv_slope = 1.0f / views[t].g.slope;
     }
-    float acc[BT];
+    const int slot = static_cast<int>(t / v.bins);  // the thread's view within a round
+    const index_t bin = t - static_cast<index_t>(slot) * v.bins;
+    const index_t k0 = static_cast<index_t>(blockIdx.x) * lines;
+    float acc[lines_max_rounds][BT];
 #pragma unroll
-    for (int b = 0; b < BT; ++b) acc[b] = 0.0f;
+    for (int r = 0; r < lines_max_rounds; ++r) {
+#pragma unroll
+        for (int b = 0; b < BT; ++b) acc[r][b] = 0.0f;
+    }
+    __syncthreads();
     // Views of both axes can share a group (near 45 and 135 degrees): the
     // lines of each axis in turn, skipped where no view of the group needs them.
 #pragma unroll
     for (int axis = 0; axis < 2; ++axis) {
         const bool step_y = axis == 0;
-        const bool mine = active && g.step_y == step_y;
-        if (__syncthreads_or(mine) == 0) continue;
+        bool needed = false;
+        for (int i = 0; i < group_views; ++i) needed |= views[i].g.step_y == step_y;
+        if (!needed) continue;
         const index_t count = min(lines, (step_y ? v.ny : v.nx) - k0);
-        if (count > 0) {
-            if (step_y) {
-                stage_lines<BT, true>(v, x, k0, count, stride, staged);
-            } else {
-                stage_lines<BT, false>(v, x, k0, count, stride, staged);
-            }
+        if (count <= 0) continue;
+        if (step_y) {
+            stage_lines<BT, true>(v, x, k0, count, stride, staged);
+        } else {
+            stage_lines<BT, false>(v, x, k0, count, stride, staged);
         }
         __syncthreads();
-        if (mine && count > 0) {
-            const index_t kb = max(span.begin, k0), ke = min(span.end, k0 + count);
-            walk_staged<BT>(staged, stride, base, g.slope, k0, kb, ke, acc);
+        if (slot < views_per_round) {
+#pragma unroll
+            for (int r = 0; r < lines_max_rounds; ++r) {
+                const int i = r * views_per_round + slot;
+                if (r >= rounds || i >= group_views || views[i].g.step_y != step_y) continue;
+                const LinesView& view = views[i];
+                const float base = ray_base(v, view.g.inv, view.g.slope_c_major, view.g.c_minor, bin);
+                const RaySpan span =
+                    ray_span(base, view.g.slope, view.inv_slope, view.g.n_major, view.g.n_minor);
+                const index_t kb = max(span.begin, k0), ke = min(span.end, k0 + count);
+                walk_staged<BT>(staged, stride, base, view.g.slope, k0, kb, ke, acc[r]);
+            }
         }
         __syncthreads();  // the lines are restaged or reused for the sums
     }
-    // The partial sums, then this block's share of the rays summed over the
-    // cluster's blocks in block order.
+    // The partial sums (ray slot r * blockDim + t), then this block's share
+    // of the slots summed over the cluster's blocks in block order.
     auto* partial = reinterpret_cast<float*>(line_memory);
+    const int threads = static_cast<int>(blockDim.x);
 #pragma unroll
-    for (int b = 0; b < BT; ++b) partial[b * blockDim.x + t] = active ? acc[b] * g.scale : 0.0f;
+    for (int r = 0; r < lines_max_rounds; ++r) {
+        if (r >= rounds) continue;
+        const int i = r * views_per_round + slot;
+        const float scale = slot < views_per_round && i < group_views ? views[i].g.scale : 0.0f;
+#pragma unroll
+        for (int b = 0; b < BT; ++b) partial[(r * BT + b) * threads + t] = acc[r][b] * scale;
+    }
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();
-    const unsigned segments = cluster.num_blocks();
-    const unsigned share = (blockDim.x + segments - 1) / segments;
-    const unsigned r = cluster.block_rank() * share + t;
-    if (t < share && r < blockDim.x) {
-        const index_t rv = first_view + static_cast<index_t>(r) / v.bins;
-        const index_t rb = static_cast<index_t>(r) - (static_cast<index_t>(r) / v.bins) * v.bins;
-        if (static_cast<index_t>(r) < views_per_block * v.bins && rv < v.views) {
-            const size_type row = static_cast<size_type>(rv) * v.bins + rb;
-            const size_type m = static_cast<size_type>(v.views) * v.bins;
+    const int segments = static_cast<int>(cluster.num_blocks());
+    const int slots = rounds * threads;
+    const int share = (slots + segments - 1) / segments;
+    const int lo = static_cast<int>(cluster.block_rank()) * share;
+    const int hi = min(slots, lo + share);
+    const size_type m = static_cast<size_type>(v.views) * v.bins;
+    for (int s = lo + t; s < hi; s += threads) {
+        const int r = s / threads, tt = s - r * threads;
+        const int rs = static_cast<int>(tt / v.bins);
+        const int i = r * views_per_round + rs;
+        if (rs >= views_per_round || i >= group_views) continue;
+        const size_type row = static_cast<size_type>(first_view + i) * v.bins +
+                              (tt - static_cast<index_t>(rs) * v.bins);
 #pragma unroll
-            for (int b = 0; b < BT; ++b) {
-                float sum = 0.0f;
-                for (unsigned s = 0; s < segments; ++s) {
-                    sum += cluster.map_shared_rank(partial, s)[b * blockDim.x + r];
-                }
-                y[static_cast<size_type>(b) * m + row] = sum;
+        for (int b = 0; b < BT; ++b) {
+            float sum = 0.0f;
+            for (int q = 0; q < segments; ++q) {
+                sum += cluster.map_shared_rank(partial, q)[(r * BT + b) * threads + tt];
             }
+            y[static_cast<size_type>(b) * m + row] = sum;
         }
     }
     cluster.sync();  // no block leaves while the others read its sums

@@ -90,12 +90,13 @@ RaysMode rays_mode()
 }
 
 /// How parallel2d_lines_kernel covers `sys` for BT frames, or nothing where
-/// it is not taken: one frame unless asked for (the pair images are faster,
+/// it is not taken: one frame unless asked for (the pair images are as fast,
 /// parallel2d_kernels.cuh), a GPU without clusters (before sm_90), more than
 /// 1024 bins per view (one thread per ray), or lines of 8 blocks' share
 /// that do not fit one block's shared memory (~340 pixels a side for 4
-/// frames). Four segments where they fit, else eight (ct_256, 4 frames: 32
-/// lines, 134 KB, 360 blocks of 1,024 threads).
+/// frames). Clusters of 8 blocks, up to 4 views per round, and the fewest
+/// rounds that let every block run at once, one per SM: ct_256 on 132 SMs
+/// takes 3 rounds of 4 views, 120 blocks of 1,024 threads (see the kernel).
 template <int BT>
 std::optional<p2::LinesPlan> lines_plan(const Executor& exec, const Parallel2dView& sys)
 {
@@ -106,27 +107,26 @@ std::optional<p2::LinesPlan> lines_plan(const Executor& exec, const Parallel2dVi
         return std::nullopt;
     }
     p2::LinesPlan plan;
-    plan.views_per_block = static_cast<int>(
-        std::clamp<index_t>((BT == 1 ? 512 : 1024) / sys.bins, 1, 4));
-    plan.threads = static_cast<int>((plan.views_per_block * sys.bins + 31) / 32 * 32);
+    plan.views_per_round = static_cast<int>(std::clamp<index_t>(1024 / sys.bins, 1, 4));
+    plan.threads = static_cast<int>((plan.views_per_round * sys.bins + 31) / 32 * 32);
+    plan.segments = p2::lines_max_segments;
+    const index_t blocks = sm_count(exec);
+    for (plan.rounds = 1; plan.rounds < p2::lines_max_rounds; ++plan.rounds) {
+        const index_t group = static_cast<index_t>(plan.views_per_round) * plan.rounds;
+        if ((sys.views + group - 1) / group * plan.segments <= blocks) break;
+    }
     const index_t longest = std::max(sys.nx, sys.ny);
     plan.line_stride = (longest + 4) | 1;
+    plan.lines = (longest + plan.segments - 1) / plan.segments;
+    const std::size_t staged =
+        static_cast<std::size_t>(plan.lines) * plan.line_stride * sizeof(p2::LineValue<BT>);
+    const std::size_t sums =
+        static_cast<std::size_t>(plan.threads) * plan.rounds * BT * sizeof(float);
+    plan.bytes = std::max(staged, sums);
     const auto limit = static_cast<std::size_t>(
         device_attribute(exec, cudaDevAttrMaxSharedMemoryPerBlockOptin));
-    for (const int segments : {4, p2::lines_max_segments}) {
-        const index_t lines = (longest + segments - 1) / segments;
-        const std::size_t staged = static_cast<std::size_t>(lines) * plan.line_stride *
-                                   sizeof(p2::LineValue<BT>);
-        const std::size_t sums = static_cast<std::size_t>(plan.threads) * BT * sizeof(float);
-        const std::size_t bytes = std::max(staged, sums);
-        if (bytes <= limit) {
-            plan.segments = segments;
-            plan.lines = lines;
-            plan.bytes = bytes;
-            return plan;
-        }
-    }
-    return std::nullopt;
+    if (plan.bytes > limit) return std::nullopt;
+    return plan;
 }
 
 template <int BT>
@@ -137,9 +137,9 @@ void launch_lines(const Executor& exec, const Parallel2dView& sys, const p2::Lin
     RECON_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(plan.bytes)));
     cudaLaunchConfig_t config{};
+    const int group = plan.views_per_round * plan.rounds;
     config.gridDim = dim3{static_cast<unsigned>(plan.segments),
-                          static_cast<unsigned>((sys.views + plan.views_per_block - 1) /
-                                                plan.views_per_block)};
+                          static_cast<unsigned>((sys.views + group - 1) / group)};
     config.blockDim = dim3{static_cast<unsigned>(plan.threads)};
     config.dynamicSmemBytes = plan.bytes;
     config.stream = stream_of(exec);
@@ -150,8 +150,8 @@ void launch_lines(const Executor& exec, const Parallel2dView& sys, const p2::Lin
     cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
     config.numAttrs = 1;
-    RECON_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, sys, plan.views_per_block, plan.lines,
-                                      plan.line_stride, x, y));
+    RECON_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, sys, plan.views_per_round, plan.rounds,
+                                      plan.lines, plan.line_stride, x, y));
 }
 
 /// y = A x (or A x − sub, a frame at a time, sums in double) for `batch`

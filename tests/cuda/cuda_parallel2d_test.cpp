@@ -6,9 +6,10 @@
 // images, bins != nx, centre offsets (rays that miss the image), angles at
 // and next to 0, 45, 90 and 135 degrees (where the stepping axis switches
 // and bins are exactly one pixel apart), a single view, more views than one
-// staged chunk, images that are not whole tiles, images too wide for 4
-// frames' staged lines, more bins than one block of rays; batches 1, 4 and 5
-// (the 4-frame kernels and a 4 + 1 split).
+// staged chunk or than one round of staged-line views, images that are not
+// whole tiles, images too wide for 4 frames' staged lines, more bins than
+// one block of rays; batches 1, 4 and 5 (the 4-frame kernels and a 4 + 1
+// split).
 
 #include <gtest/gtest.h>
 
@@ -69,8 +70,12 @@ std::vector<Geometry> geometries()
         {"near_axis_half_pixel", 24, 24, 24, near_axis_angles(), 0.5},
         {"one_view", 19, 35, 27, {30.0}, 0.0},
         {"one_view_at_90", 35, 19, 40, {90.0}, 1.25},
-        // 100 views: more than one staged chunk of views (64, or 32 for 4 frames).
+        // 100 views: more than one staged chunk of views (64, or 32 for 4
+        // frames); on 132 SMs the staged lines take 2 rounds of 4 views.
         {"many_views_wide", 70, 45, 61, spread_angles(100, 0.37), 2.5},
+        // 300 views: the staged lines' most rounds (4 of 4 views on 132
+        // SMs), the last cluster's group of views cut short (300 = 18 x 16 + 12).
+        {"many_views_narrow", 26, 21, 30, spread_angles(300, 1.3), -0.8},
         {"narrow_detector_offset", 48, 33, 9, spread_angles(23, 3.0), 6.0},
         // Most rays miss the image.
         {"detector_beside_image", 20, 20, 30, spread_angles(17, 11.0), 25.0},
