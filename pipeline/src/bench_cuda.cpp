@@ -113,6 +113,13 @@ SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
     return out;
 }
 
+/// Throughput and per-frame latency of a batch's solve.
+std::string batch_note(int batch, const Timing& t)
+{
+    return fmt(1000.0 * batch / t.median(), 4) + " frames/s, " + fmt(t.median() / batch) +
+           " ms/frame";
+}
+
 std::string solve_note(const recon::CsrMatrix& a, const SolveOutcome& o, const std::vector<float>& b)
 {
     return "|Ax-b|/|b| " + fmt(relative_residual(a, o.image, b)) + ", " +
@@ -377,6 +384,13 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
         unsetenv("RECON_PARALLEL2D_RAYS");
         table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
     }
+    {
+        // The 4 sensors' frames together: each product one pass over the rays.
+        const SolveCase c{"4 frames together, graph, on the fly, TV", &fly, tv,
+                          options(SolveLaunch::graph)};
+        const SolveOutcome o = run_solver(c, exec, 4, b, reps);
+        table.add({"gpu batch", "ct_256", c.name, device, o.timing, batch_note(4, o.timing)});
+    }
     add_cusparse_cgls_rows(table, "gpu solve", "ct_256", csr, b, exec, config.iterations, reps,
                            ", no regularizer (CGLS)");
     // CPU: a tenth of the iterations, scaled (noted), to keep the bench short.
@@ -401,10 +415,7 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
     const int reps = std::max(10, config.repetitions);
     for (const int batch : {1, 4, 16}) {
         const std::string frames = std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
-        auto note = [&](const Timing& t) {
-            return fmt(1000.0 * batch / t.median(), 4) + " frames/s, " +
-                   fmt(t.median() / batch) + " ms/frame";
-        };
+        auto note = [&](const Timing& t) { return batch_note(batch, t); };
         for (const auto launch : {recon::SolveLaunch::persistent, recon::SolveLaunch::graph}) {
             recon::SolverOptions o;
             o.max_iterations = config.iterations;
