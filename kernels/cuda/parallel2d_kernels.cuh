@@ -547,11 +547,50 @@ constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 nee
 template <int BT>
 constexpr int adjoint_chunk = BT == 1 ? 64 : 32;  // views staged at once
 
-/// One staged bin: y · scale for BT frames and the ray's base crossing.
+/// The staged bins of a chunk of views: per (view, bin) y · scale for BT
+/// frames and the ray's base crossing. One frame keeps (y, base) pairs, one
+/// 8-byte load per bin. Four frames keep y as one float4 per bin and the
+/// bases apart: a warp's pixels read ~20 neighbouring bins, now 16- and
+/// 4-byte words side by side; as 32-byte entries 60 % of the kernel's
+/// shared-memory wavefronts were bank conflicts (ncu, H100, 2026-11-22).
 template <int BT>
-struct alignas(BT == 1 ? 8 : 16) AdjointEntry {
-    float y[BT];
-    float base;
+struct AdjointTable;
+
+template <>
+struct AdjointTable<1> {
+    float2 entry[adjoint_chunk<1>][adjoint_window];  // (y, base)
+
+    __device__ void store(int view, int bin, const float (&y)[1], float base)
+    {
+        entry[view][bin] = make_float2(y[0], base);
+    }
+    __device__ void load(int view, int bin, float (&y)[1], float& base) const
+    {
+        const float2 e = entry[view][bin];
+        y[0] = e.x;
+        base = e.y;
+    }
+};
+
+template <>
+struct AdjointTable<4> {
+    float4 y[adjoint_chunk<4>][adjoint_window];
+    float base[adjoint_chunk<4>][adjoint_window];
+
+    __device__ void store(int view, int bin, const float (&v)[4], float b)
+    {
+        y[view][bin] = make_float4(v[0], v[1], v[2], v[3]);
+        base[view][bin] = b;
+    }
+    __device__ void load(int view, int bin, float (&v)[4], float& b) const
+    {
+        const float4 e = y[view][bin];
+        v[0] = e.x;
+        v[1] = e.y;
+        v[2] = e.z;
+        v[3] = e.w;
+        b = base[view][bin];
+    }
 };
 
 /// Per-view constants of the adjoint for one tile. The first eight words
@@ -613,8 +652,8 @@ RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t
 /// (acc[kk][jj]: major offset kk, minor offset jj).
 template <int BT, bool StepY>
 __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
-                                                  const AdjointEntry<BT>* table, float fx0,
-                                                  float fy0, float (&acc)[2][2][BT])
+                                                  const AdjointTable<BT>& table, int view,
+                                                  float fx0, float fy0, float (&acc)[2][2][BT])
 {
     const float k0 = StepY ? fy0 : fx0;
     const float j0 = StepY ? fx0 : fy0;
@@ -627,15 +666,16 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
         for (int jj = 0; jj < 2; ++jj) {
             const float jf = j0 + static_cast<float>(jj);
             const float sum = add_rn(fma_rn(jf, a.cv, uk), magic);
-            const AdjointEntry<BT>* e = table + (float_bits(sum) - a.kbias);
-            const AdjointEntry<BT> e0 = e[0];
-            const AdjointEntry<BT> e1 = e[1];
-            const float w0 = pixel_weight(add_rn(e0.base, sk), jf);
-            const float w1 = pixel_weight(add_rn(e1.base, sk), jf);
+            const int bin = float_bits(sum) - a.kbias;
+            float y0[BT], y1[BT], base0, base1;
+            table.load(view, bin, y0, base0);
+            table.load(view, bin + 1, y1, base1);
+            const float w0 = pixel_weight(add_rn(base0, sk), jf);
+            const float w1 = pixel_weight(add_rn(base1, sk), jf);
 #pragma unroll
             for (int b = 0; b < BT; ++b) {
-                acc[kk][jj][b] = fmaf(w0, e0.y[b], acc[kk][jj][b]);
-                acc[kk][jj][b] = fmaf(w1, e1.y[b], acc[kk][jj][b]);
+                acc[kk][jj][b] = fmaf(w0, y0[b], acc[kk][jj][b]);
+                acc[kk][jj][b] = fmaf(w1, y1[b], acc[kk][jj][b]);
             }
         }
     }
@@ -644,16 +684,18 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
 /// 16 x 16 pixels, 512 threads = 8 view groups x 64 threads x 2 x 2 pixels.
 template <int BT>
-__global__ void __launch_bounds__(64 * adjoint_groups) parallel2d_adjoint_kernel(Parallel2dView v,
-                                                                 const float* __restrict__ y,
-                                                                 float* __restrict__ x)
+__global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
+    parallel2d_adjoint_kernel(Parallel2dView v, const float* __restrict__ y, float* __restrict__ x)
 {
     constexpr int chunk_views = adjoint_chunk<BT>;
     constexpr int group_threads = 64;
-    __shared__ AdjointEntry<BT> table[chunk_views][adjoint_window];
+    // The table, and after the last chunk the view groups' sums in its place.
+    constexpr std::size_t sums_bytes = sizeof(float) * adjoint_groups * group_threads * 4 * BT;
+    constexpr std::size_t table_bytes = sizeof(AdjointTable<BT>);
+    __shared__ __align__(16) unsigned char memory[table_bytes > sums_bytes ? table_bytes
+                                                                           : sums_bytes];
     __shared__ AdjointView views[chunk_views];
-    static_assert(sizeof(table) >= sizeof(float) * adjoint_groups * group_threads * 4 * BT,
-                  "the group sums reuse the table");
+    auto& table = *reinterpret_cast<AdjointTable<BT>*>(memory);
     const int t = threadIdx.x;
     const int group = t / group_threads;
     const int local = t - group * group_threads;
@@ -692,30 +734,30 @@ __global__ void __launch_bounds__(64 * adjoint_groups) parallel2d_adjoint_kernel
             const int i = e - vl * adjoint_window;
             const AdjointView& a = views[vl];
             const index_t bin = a.first_bin + i;
-            AdjointEntry<BT> entry;
-            entry.base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
+            const float base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
             const bool inside = a.valid != 0 && bin >= 0 && bin < v.bins;
             const size_type at = static_cast<size_type>(chunk + vl) * v.bins + (inside ? bin : 0);
+            float ys[BT];
 #pragma unroll
             for (int b = 0; b < BT; ++b) {
-                entry.y[b] = inside ? __ldg(y + static_cast<size_type>(b) * m + at) * a.scale : 0.0f;
+                ys[b] = inside ? __ldg(y + static_cast<size_type>(b) * m + at) * a.scale : 0.0f;
             }
-            table[vl][i] = entry;
+            table.store(vl, i, ys, base);
         }
         __syncthreads();
         for (int vl = group; vl < count; vl += adjoint_groups) {
             const AdjointView a = views[vl];
             if (a.valid == 0) continue;
             if (a.step_y != 0) {
-                adjoint_view_pass<BT, true>(a, table[vl], fx0, fy0, acc_y);
+                adjoint_view_pass<BT, true>(a, table, vl, fx0, fy0, acc_y);
             } else {
-                adjoint_view_pass<BT, false>(a, table[vl], fx0, fy0, acc_x);
+                adjoint_view_pass<BT, false>(a, table, vl, fx0, fy0, acc_x);
             }
         }
     }
     // Sum the groups: pixel (ix0 + dx, iy0 + dy) is acc_y[dy][dx] + acc_x[dx][dy].
     __syncthreads();
-    float* sums = reinterpret_cast<float*>(&table[0][0]);
+    float* sums = reinterpret_cast<float*>(memory);
 #pragma unroll
     for (int dy = 0; dy < 2; ++dy) {
 #pragma unroll
