@@ -683,6 +683,8 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
 
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
 /// 16 x 16 pixels, 512 threads = 8 view groups x 64 threads x 2 x 2 pixels.
+/// Blocks per SM: 3 for one frame (40 registers), 2 for 4 frames (at most 64
+/// registers; left free, the split table's loads took 75 and one block).
 template <int BT>
 __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
     parallel2d_adjoint_kernel(Parallel2dView v, const float* __restrict__ y, float* __restrict__ x)

@@ -107,6 +107,8 @@ std::optional<p2::LinesPlan> lines_plan(const Executor& exec, const Parallel2dVi
         return std::nullopt;
     }
     p2::LinesPlan plan;
+    // (at most 4 views a round and lines_max_rounds rounds: the kernel's
+    // table of views holds lines_max_views)
     plan.views_per_round = static_cast<int>(std::clamp<index_t>(1024 / sys.bins, 1, 4));
     plan.threads = static_cast<int>((plan.views_per_round * sys.bins + 31) / 32 * 32);
     plan.segments = p2::lines_max_segments;
