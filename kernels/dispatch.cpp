@@ -155,9 +155,17 @@ void cgnr_step_dots(const Executor& exec, int batch, View<const float> d,
 
 void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
                            View<const float> d, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+{
+    RECON_DISPATCH(cgnr_step_dots_folded, exec, batch, fold, d, g, e, scalars, x, fx);
+}
+
+void cgnr_step_update_beta(const Executor& exec, const CgnrParams& params, int batch,
+                           View<const float> d, View<const float> u, View<const float> e,
+                           View<const float> fx, View<float> x, View<float> h, View<float> g,
                            View<CgnrScalars> scalars)
 {
-    RECON_DISPATCH(cgnr_step_dots_folded, exec, batch, fold, d, g, e, scalars);
+    RECON_DISPATCH(cgnr_step_update_beta, exec, params, batch, d, u, e, fx, x, h, g, scalars);
 }
 
 void cgnr_step_update(const Executor& exec, int batch, View<const float> d,

@@ -4,6 +4,7 @@
 
 #include "kernels/backends.hpp"
 #include "kernels/cgnr_scalars.hpp"
+#include "kernels/stencils.hpp"
 
 namespace recon::kernels::cpu {
 namespace {
@@ -47,10 +48,23 @@ void cgnr_step_dots(const Executor&, int batch, View<const float> d, View<const 
 
 void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
                            View<const float> d, View<const float> g, View<float> e,
-                           View<CgnrScalars> scalars)
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
 {
     cpu::regularizer_apply_add(exec, fold.terms, fold.grid, batch, fold.state, fold.base, fold.v, e);
     cpu::cgnr_step_dots(exec, batch, d, View<const float>{e.data, e.size}, g, scalars);
+    if (fx.data == nullptr) return;
+    const ImageGrid grid = fold.grid;
+    const size_type n = grid.size();
+    for (int b = 0; b < batch; ++b) {
+        const float* xb = x.data + b * n;
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
+        for (index_t iy = 0; iy < grid.ny; ++iy) {
+            for (index_t ix = 0; ix < grid.nx; ++ix) {
+                fx[b * n + iy * grid.nx + ix] =
+                    terms_apply(fold.terms, fold.state.data, batch, b, xb, grid, ix, iy);
+            }
+        }
+    }
 }
 
 void cgnr_step_update(const Executor&, int batch, View<const float> d, View<const float> u,
@@ -70,6 +84,32 @@ void cgnr_step_update(const Executor&, int batch, View<const float> d, View<cons
             if (hb) hb[i] += alpha * ub[i];
         }
     }
+}
+
+void cgnr_step_update_beta(const Executor& exec, const CgnrParams& params, int batch,
+                           View<const float> d, View<const float> u, View<const float> e,
+                           View<const float> fx, View<float> x, View<float> h, View<float> g,
+                           View<CgnrScalars> scalars)
+{
+    const size_type n = d.size / batch;
+    for (int b = 0; b < batch; ++b) {
+        if (!running(scalars[b]) || !cgnr_scalars_alpha(scalars[b])) continue;
+        const float alpha = static_cast<float>(scalars[b].alpha);
+        const size_type o = b * n;
+#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
+        for (size_type i = o; i < o + n; ++i) {
+            const float hk = h[i];
+            x[i] += alpha * d[i];
+            h[i] = hk + alpha * u[i];
+            if (fx.data != nullptr) {
+                g[i] = hk + fx[i] + alpha * e[i];
+            } else if (g.data != h.data) {
+                g[i] = h[i];
+            }
+        }
+    }
+    // β and the stop tests over the new g (frames whose α failed stopped above)
+    cpu::cgnr_step_beta(exec, params, batch, View<const float>{g.data, g.size}, e, scalars);
 }
 
 void cgnr_update_residual(const Executor&, int batch, View<const float> q, View<float> r,

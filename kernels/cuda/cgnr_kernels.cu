@@ -97,13 +97,16 @@ __device__ float fold_at(const RegularizerFold& fold, int batch, int frame, size
                                                        px.iy);
 }
 
-/// e = fold; f = dᵀe, gd = gᵀd (for running frames).
+/// e = fold; f = dᵀe, gd = gᵀd (for running frames); with fx, also
+/// fx = Σ F(p, x).
 struct StepDotsFoldedOp {
     RegularizerFold fold;
     int batch;
     const float* d;
     const float* g;
     float* e;
+    const float* x;
+    float* fx;
     size_type n;
     CgnrScalars* s;
 
@@ -113,6 +116,11 @@ struct StepDotsFoldedOp {
         const size_type k = frame * n + i;
         const float ei = fold_at(fold, batch, frame, i);
         e[k] = ei;
+        if (fx != nullptr) {
+            const Pixel px = fold.grid.pixel(static_cast<index_t>(i));
+            fx[k] = terms_apply(fold.terms, fold.state.data, batch, frame, x + frame * n,
+                                fold.grid, px.ix, px.iy);
+        }
         const double di = d[k];
         return {di * ei, static_cast<double>(g[k]) * di};
     }
@@ -162,6 +170,49 @@ __device__ bool frame_alpha(CgnrScalars* s, int frame, float& alpha)
     alpha = static_cast<float>(local.alpha);
     return ok;
 }
+
+/// α as step_update_kernel; x += α d; h_{k+1} = h_k + α u; g = h_k + fx +
+/// α e (without fx: g = h_{k+1}, g may be h); ge = gᵀe, gg = ‖g‖², then
+/// the frame's α (stored) and cgnr_scalars_end. Each element evaluates α
+/// from the frame's scalars itself (one element per thread: one division).
+struct UpdateBetaOp {
+    CgnrParams params;
+    const float* d;
+    const float* u;
+    const float* e;
+    const float* fx;
+    float* x;
+    float* h;
+    float* g;
+    size_type n;
+    CgnrScalars* s;
+
+    __device__ bool active(int frame) const { return running(s, frame); }
+    __device__ double2 element(int frame, size_type i) const
+    {
+        float alpha = 0.0f;
+        if (!frame_alpha(s, frame, alpha)) return {0.0, 0.0};
+        const size_type k = frame * n + i;
+        const float hk = h[k];
+        x[k] += alpha * d[k];
+        const float hn = hk + alpha * u[k];
+        h[k] = hn;
+        float gk = hn;
+        if (fx != nullptr) {
+            gk = hk + fx[k] + alpha * e[k];
+            g[k] = gk;
+        } else if (g != h) {
+            g[k] = gk;
+        }
+        const double gd = gk;
+        return {gd * e[k], gd * gd};
+    }
+    __device__ void finish(int frame, double ge, double gg) const
+    {
+        // Every block took the same α; a frame whose α failed stops here.
+        if (cgnr_scalars_alpha(s[frame])) cgnr_scalars_end(s[frame], params, ge, gg);
+    }
+};
 
 __global__ void step_update_kernel(size_type n, const float* d, const float* u, float* x,
                                    float* h, CgnrScalars* s)
@@ -248,11 +299,23 @@ void cgnr_step_dots(const Executor& exec, int batch, View<const float> d, View<c
 
 void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
                            View<const float> d, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+{
+    const size_type n = d.size / batch;
+    launch_frame_reduce(exec, batch, n,
+                        StepDotsFoldedOp{fold, batch, d.data, g.data, e.data, x.data, fx.data, n,
+                                         scalars.data});
+}
+
+void cgnr_step_update_beta(const Executor& exec, const CgnrParams& params, int batch,
+                           View<const float> d, View<const float> u, View<const float> e,
+                           View<const float> fx, View<float> x, View<float> h, View<float> g,
                            View<CgnrScalars> scalars)
 {
     const size_type n = d.size / batch;
     launch_frame_reduce(exec, batch, n,
-                        StepDotsFoldedOp{fold, batch, d.data, g.data, e.data, n, scalars.data});
+                        UpdateBetaOp{params, d.data, u.data, e.data, fx.data, x.data, h.data,
+                                     g.data, n, scalars.data});
 }
 
 void cgnr_step_update(const Executor& exec, int batch, View<const float> d, View<const float> u,

@@ -92,6 +92,7 @@ CgnrSolver::CgnrSolver(const SystemModel& system, Regularizer regularizer, Solve
         state_ = kn::Array<float>{
             exec_, std::max<size_type>(1, kn::regularizer_state_size(regularizer_.terms(), grid_,
                                                                      batch_))};
+        if (options_.form == CgnrForm::fused) fx_ = kn::Array<float>{exec_, n};
     }
     scalars_ = kn::Array<kn::CgnrScalars>{exec_, batch_};
 }
@@ -138,6 +139,10 @@ void CgnrSolver::iterate(int k)
 {
     const bool regularized = !regularizer_.empty();
     const bool cgls1 = options_.form == CgnrForm::cgls1;
+    const bool replace = !cgls1 && options_.residual_replacement > 0 &&
+                         (k + 1) % options_.residual_replacement == 0;
+    // The fused form between replacements moves x, h and g in one pass.
+    const bool one_pass = !cgls1 && !replace;
     const View<float> g = or_alias(g_, h_);
     const View<float> e = or_alias(e_, u_);
     // base + F(x_k, v), for the steps that compute it in their own pass
@@ -148,32 +153,44 @@ void CgnrSolver::iterate(int k)
     // u_k = Aᵀ(A d_k), in one pass over A (CGLS1 also keeps q_k = A d_k)
     kn::normal_apply(exec_, view_, batch_, in(d_.view()), u_.view(),
                      cgls1 ? q_.view() : View<float>{});
-    // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass)
+    // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass; for the
+    // one-pass step below also F(x_k, x_k))
     if (regularized) {
+        const bool fx = one_pass && fx_.size() > 0;
         kn::cgnr_step_dots_folded(exec_, batch_, fold(u_.view(), d_.view()), in(d_.view()), in(g),
-                                  e, scalars_.view());
+                                  e, scalars_.view(), fx ? in(x_.view()) : View<const float>{},
+                                  fx ? fx_.view() : View<float>{});
     } else {
         kn::cgnr_step_dots(exec_, batch_, in(d_.view()), in(e), in(g), scalars_.view());
     }
-    // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
-    // fused form: h_{k+1} = h_k + α_k u_k
-    kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(),
-                         cgls1 ? View<float>{} : h_.view(), scalars_.view());
-    if (cgls1) {
-        // r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}
-        kn::cgnr_update_residual(exec_, batch_, in(q_.view()), r_.view(), scalars_.view());
-        kn::apply_adjoint(exec_, view_, batch_, in(r_.view()), h_.view());
-    } else if (options_.residual_replacement > 0 && (k + 1) % options_.residual_replacement == 0) {
-        // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b), against CGLS2 drift
-        form_data_gradient();
-    }
-    // g_{k+1} = h_{k+1} + F(x_k, x_{k+1})   (state still lagged at x_k);
-    // β_k = g_{k+1}ᵀ e_k / f_k; stop at max_iter or ‖g_{k+1}‖ ≤ tol ‖g_0‖   (one pass)
-    if (regularized) {
-        kn::cgnr_step_beta_folded(exec_, params_, batch_, fold(h_.view(), x_.view()), in(e), g,
-                                  scalars_.view());
+    if (one_pass) {
+        // α_k;  x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;
+        // g_{k+1} = h_k + F(x_k, x_k) + α_k e_k = h_{k+1} + F(x_k, x_{k+1})
+        // (F is linear in its second argument);  β_k and the stop tests
+        kn::cgnr_step_update_beta(exec_, params_, batch_, in(d_.view()), in(u_.view()), in(e),
+                                  regularized ? in(fx_.view()) : View<const float>{}, x_.view(),
+                                  h_.view(), g, scalars_.view());
     } else {
-        kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
+        // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
+        // fused form: h_{k+1} = h_k + α_k u_k
+        kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(),
+                             cgls1 ? View<float>{} : h_.view(), scalars_.view());
+        if (cgls1) {
+            // r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}
+            kn::cgnr_update_residual(exec_, batch_, in(q_.view()), r_.view(), scalars_.view());
+            kn::apply_adjoint(exec_, view_, batch_, in(r_.view()), h_.view());
+        } else {
+            // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b), against CGLS2 drift
+            form_data_gradient();
+        }
+        // g_{k+1} = h_{k+1} + F(x_k, x_{k+1})   (state still lagged at x_k);
+        // β_k = g_{k+1}ᵀ e_k / f_k; stop at max_iter or ‖g_{k+1}‖ ≤ tol ‖g_0‖   (one pass)
+        if (regularized) {
+            kn::cgnr_step_beta_folded(exec_, params_, batch_, fold(h_.view(), x_.view()), in(e), g,
+                                      scalars_.view());
+        } else {
+            kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
+        }
     }
     // d_{k+1} = −g_{k+1} + β_k d_k;  the lag moves on: the state of
     // F(x_{k+1}, ·) for the next iteration, in the same pass

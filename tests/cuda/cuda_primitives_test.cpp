@@ -390,6 +390,29 @@ TEST(CudaCgnrSteps, EveryStepMatchesTheCpuOnMixedFrames)
     expect_scalars_equal(ds.to_host(), scalars, "init");
 }
 
+/// Three frames of a 71 x 53 image (3,763 pixels: several blocks, not a
+/// multiple) with TV, a second term and a sign constraint, and the state of
+/// a random image p: the set-up of the regularized step tests.
+struct RegularizedFrames {
+    kernels::RegularizerTerms terms;
+    kernels::ImageGrid grid{71, 53};
+    int batch = 3;
+    std::vector<float> state;
+
+    RegularizedFrames(kernels::RegularizerKind second, std::mt19937_64& rng)
+    {
+        terms.count = 3;
+        terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
+        terms.term[1] = {second, 0.2f, 0.0f};
+        terms.term[2] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
+        state.resize(kernels::regularizer_state_size(terms, grid, batch));
+        kernels::regularizer_prepare(Executor::cpu(), terms, grid, batch, cview_of(image(rng)),
+                                     view_of(state));
+    }
+    std::size_t size() const { return static_cast<std::size_t>(grid.size()) * batch; }
+    std::vector<float> image(std::mt19937_64& rng) const { return test::random_vector(size(), rng); }
+};
+
 TEST(CudaCgnrSteps, FoldedStepsMatchTheRegularizerFollowedByTheStep)
 {
     // The regularized solver's steps that compute e = u + F(p, d) and
@@ -402,19 +425,12 @@ TEST(CudaCgnrSteps, FoldedStepsMatchTheRegularizerFollowedByTheStep)
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
-    kernels::RegularizerTerms terms;
-    terms.count = 3;
-    terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
-    terms.term[1] = {kernels::RegularizerKind::laplacian, 0.2f, 0.0f};
-    terms.term[2] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
-    const kernels::ImageGrid grid{71, 53};  // 3,763 pixels: several blocks, not a multiple
-    const int batch = 3;
-    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
-    auto host = [&] { return test::random_vector(n, rng); };
-    const auto p = host(), u = host(), d = host(), x = host(), h = host(), g = host();
+    const RegularizedFrames frames{kernels::RegularizerKind::laplacian, rng};
+    const auto& [terms, grid, batch, state] = frames;
+    const std::size_t n = frames.size();
+    auto host = [&] { return frames.image(rng); };
+    const auto u = host(), d = host(), x = host(), h = host(), g = host();
     const Executor cpu = Executor::cpu();
-    std::vector<float> state(kernels::regularizer_state_size(terms, grid, batch));
-    kernels::regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state));
     const auto dstate = upload(state), du = upload(u), dd = upload(d), dx = upload(x),
                dh = upload(h), dg = upload(g);
     const kernels::CgnrParams params{50, 1e-12};
@@ -459,6 +475,106 @@ TEST(CudaCgnrSteps, FoldedStepsMatchTheRegularizerFollowedByTheStep)
     const auto d_stopped = dd_next.to_host();
     for (std::size_t i = grid.size(); i < 2 * static_cast<std::size_t>(grid.size()); ++i) {
         ASSERT_EQ(d_stopped[i], d[i]) << "frame 1 has stopped: its d stays";
+    }
+}
+
+TEST(CudaCgnrSteps, OnePassUpdateAndBetaMatchTheCpu)
+{
+    // The fused form's one-pass step between residual replacements:
+    // cgnr_step_dots_folded with F(p, x), then cgnr_step_update_beta, on the
+    // GPU against the CPU's same steps (x and h within rounding, g within
+    // the order of its three terms, the scalars within the order of the
+    // sums). Frame 1 has stopped, frame 2 breaks down (f < 0). Then the same
+    // without a regularizer, g and h one buffer.
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const RegularizedFrames frames{kernels::RegularizerKind::tikhonov, rng};
+    const auto& [terms, grid, batch, state] = frames;
+    const std::size_t n = frames.size();
+    auto host = [&] { return frames.image(rng); };
+    const auto u = host(), d = host(), g0 = host();
+    auto x = host(), h = host();
+    const Executor cpu = Executor::cpu();
+    const kernels::CgnrParams params{50, 0.0};
+    auto scalars = mixed_scalars(rng);
+    const auto scalars_before = scalars;
+    kernels::Array<kernels::CgnrScalars> ds{gpu(), scalars};
+    const auto dstate = upload(state), du = upload(u), dd = upload(d), dg0 = upload(g0);
+    auto dx = upload(x), dh = upload(h);
+
+    std::vector<float> e(n), fx(n);
+    auto de = poisoned(n), dfx = poisoned(n);
+    kernels::cgnr_step_dots_folded(cpu, batch, {terms, grid, cview_of(state), cview_of(u), cview_of(d)},
+                                   cview_of(d), cview_of(g0), view_of(e), view_of(scalars),
+                                   cview_of(x), view_of(fx));
+    kernels::cgnr_step_dots_folded(gpu(), batch, {terms, grid, cview(dstate), cview(du), cview(dd)},
+                                   cview(dd), cview(dg0), de.view(), ds.view(), cview(dx),
+                                   dfx.view());
+    const auto e_gpu = de.to_host();
+    expect_close(e_gpu, e, 1e-6, "e = u + F(p, d)");
+    expect_close(dfx.to_host(), fx, 1e-6, "fx = F(p, x)");
+    auto dots = scalars_before;  // the CPU's sums over the GPU's e: only their order differs
+    kernels::cgnr_step_dots(cpu, batch, cview_of(d), cview_of(e_gpu), cview_of(g0), view_of(dots));
+    expect_scalars_equal(ds.to_host(), dots, "step_dots_folded");
+
+    // From here both sides start from the same scalars, e and fx (the CPU's);
+    // frame 0 takes a step, frame 2 breaks down (f < 0).
+    scalars[0].f = std::abs(scalars[0].f) + 0.1;
+    scalars[2].f = -1.0;
+    ds = kernels::Array<kernels::CgnrScalars>{gpu(), scalars};
+    std::vector<float> g = g0;
+    auto dg = upload(g0);
+    const auto dfx_cpu = upload(fx), de_cpu = upload(e);  // the same inputs on both sides
+    kernels::cgnr_step_update_beta(cpu, params, batch, cview_of(d), cview_of(u), cview_of(e),
+                                   cview_of(fx), view_of(x), view_of(h), view_of(g),
+                                   view_of(scalars));
+    kernels::cgnr_step_update_beta(gpu(), params, batch, cview(dd), cview(du), cview(de_cpu),
+                                   cview(dfx_cpu), dx.view(), dh.view(), dg.view(), ds.view());
+    expect_close(dx.to_host(), x, 1e-6, "x");
+    expect_close(dh.to_host(), h, 1e-6, "h");
+    expect_close(dg.to_host(), g, 1e-6, "g = h + fx + alpha e");
+    // gᵀe cancels (random signs): its error scales with ‖g‖ ‖e‖, not with it.
+    const auto beta_tolerance = [&](const std::vector<float>& ev, const kernels::CgnrScalars& sc,
+                                    int b) {
+        const auto pixels = static_cast<std::size_t>(grid.size());
+        double ee = 0;
+        for (std::size_t i = b * pixels; i < (b + 1) * pixels; ++i) ee += ev[i] * ev[i];
+        return 1e-5 * std::sqrt(sc.gg * ee) / std::abs(sc.f);
+    };
+    const auto got = ds.to_host();
+    for (int b = 0; b < batch; ++b) {
+        SCOPED_TRACE("frame " + std::to_string(b));
+        EXPECT_EQ(got[b].status, scalars[b].status);
+        EXPECT_EQ(got[b].iterations, scalars[b].iterations);
+        EXPECT_NEAR(got[b].alpha, scalars[b].alpha, 1e-12 * std::abs(scalars[b].alpha));
+        EXPECT_NEAR(got[b].gg, scalars[b].gg, 1e-6 * scalars[b].gg);
+        EXPECT_NEAR(got[b].beta, scalars[b].beta, beta_tolerance(e, scalars[b], b));
+    }
+    EXPECT_EQ(scalars[0].status, SolveStatus::running);
+    EXPECT_EQ(scalars[0].iterations, 5);
+    EXPECT_EQ(scalars[1].status, SolveStatus::converged);  // untouched
+    EXPECT_EQ(scalars[2].status, SolveStatus::breakdown);
+
+    // Without a regularizer: e is u, g is h.
+    scalars = mixed_scalars(rng);
+    ds = kernels::Array<kernels::CgnrScalars>{gpu(), scalars};
+    x = host();
+    h = host();
+    dx = upload(x);
+    dh = upload(h);
+    kernels::cgnr_step_update_beta(cpu, params, batch, cview_of(d), cview_of(u), cview_of(u), {},
+                                   view_of(x), view_of(h), view_of(h), view_of(scalars));
+    kernels::cgnr_step_update_beta(gpu(), params, batch, cview(dd), cview(du), cview(du), {},
+                                   dx.view(), dh.view(), dh.view(), ds.view());
+    expect_close(dx.to_host(), x, 1e-6, "x");
+    expect_close(dh.to_host(), h, 1e-6, "h = g");
+    const auto got2 = ds.to_host();
+    for (int b = 0; b < batch; ++b) {
+        EXPECT_EQ(got2[b].status, scalars[b].status);
+        EXPECT_NEAR(got2[b].gg, scalars[b].gg, 1e-6 * scalars[b].gg);
+        EXPECT_NEAR(got2[b].beta, scalars[b].beta, beta_tolerance(u, scalars[b], b));
     }
 }
 

@@ -132,6 +132,113 @@ TEST(CgnrSteps, UpdateGuardsBreakdownAndNonFinite)
     EXPECT_EQ(h, (std::vector<float>{20, 20, 20, 20, 21, 21}));
 }
 
+/// The fused form's one-pass step (cgnr_step_update_beta, with F(p, x) from
+/// cgnr_step_dots_folded) against the steps it replaces: cgnr_step_update,
+/// then g = h + F(p, x_{k+1}) by cgnr_step_beta_folded. Equal up to rounding
+/// because every term is linear in its second argument. Frame 1 breaks down
+/// (f < 0): nothing of it moves.
+TEST(CgnrSteps, UpdateBetaEqualsUpdateThenBeta)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    RegularizerTerms terms;
+    terms.count = 4;
+    terms.term[0] = {RegularizerKind::tv, 0.3f, 0.05f};
+    terms.term[1] = {RegularizerKind::laplacian, 0.2f, 0.0f};
+    terms.term[2] = {RegularizerKind::nonneg, 1.5f, 0.0f};
+    terms.term[3] = {RegularizerKind::tikhonov, 0.7f, 0.0f};
+    const ImageGrid grid{37, 29};
+    const int batch = 3;
+    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    auto vec = [&] { return test::random_vector(n, rng); };
+    const auto p = vec(), u = vec(), d = vec(), x0 = vec(), h0 = vec(), g0 = vec();
+    const Executor cpu = Executor::cpu();
+    std::vector<float> state(regularizer_state_size(terms, grid, batch));
+    regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state));
+    const CgnrParams params{50, 0.0};
+    std::vector<CgnrScalars> s0(batch);
+    for (auto& v : s0) {
+        v.gg0 = 1e3;
+        v.iterations = 4;
+    }
+
+    // Both paths start with e = u + F(p, d) and f, gᵀd; the new one also
+    // takes fx = F(p, x).
+    std::vector<float> e(n), fx(n), g_old = g0, g_new = g0;
+    std::vector<float> x_old = x0, h_old = h0, x_new = x0, h_new = h0;
+    auto s_old = s0, s_new = s0;
+    const RegularizerFold fold{terms, grid, cview_of(state), cview_of(u), cview_of(d)};
+    cgnr_step_dots_folded(cpu, batch, fold, cview_of(d), cview_of(g0), view_of(e), view_of(s_old));
+    cgnr_step_dots_folded(cpu, batch, fold, cview_of(d), cview_of(g0), view_of(e), view_of(s_new),
+                          cview_of(x0), view_of(fx));
+    std::vector<float> fx_ref(n);
+    const std::vector<float> zeros(n, 0.0f);
+    regularizer_apply_add(cpu, terms, grid, batch, cview_of(state), cview_of(zeros), cview_of(x0),
+                          view_of(fx_ref));
+    EXPECT_EQ(fx, fx_ref);
+    s_old[0].f = s_new[0].f = std::abs(s_new[0].f) + 0.1;  // frame 0 takes a step
+    s_old[1].f = s_new[1].f = -1.0;
+
+    cgnr_step_update(cpu, batch, cview_of(d), cview_of(u), view_of(x_old), view_of(h_old),
+                     view_of(s_old));
+    cgnr_step_beta_folded(cpu, params, batch,
+                          {terms, grid, cview_of(state), cview_of(h_old), cview_of(x_old)},
+                          cview_of(e), view_of(g_old), view_of(s_old));
+    cgnr_step_update_beta(cpu, params, batch, cview_of(d), cview_of(u), cview_of(e), cview_of(fx),
+                          view_of(x_new), view_of(h_new), view_of(g_new), view_of(s_new));
+
+    EXPECT_EQ(x_new, x_old);
+    EXPECT_EQ(h_new, h_old);
+    double scale = 0;
+    for (float v : g_old) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    for (std::size_t i = 0; i < n; ++i) {
+        const bool stopped = i / grid.size() == 1;
+        if (stopped) {
+            ASSERT_EQ(g_new[i], g0[i]) << "frame 1 broke down: its g stays";
+        } else {
+            ASSERT_NEAR(g_new[i], g_old[i], 1e-5 * scale) << "element " << i;
+        }
+    }
+    for (int b = 0; b < batch; ++b) {
+        SCOPED_TRACE("frame " + std::to_string(b));
+        EXPECT_EQ(s_new[b].status, s_old[b].status);
+        EXPECT_EQ(s_new[b].iterations, s_old[b].iterations);
+        EXPECT_DOUBLE_EQ(s_new[b].alpha, s_old[b].alpha);
+        EXPECT_NEAR(s_new[b].gg, s_old[b].gg, 1e-5 * s_old[b].gg);
+        // gᵀe cancels (random signs): its error scales with ‖g‖ ‖e‖, not with it.
+        const auto pixels = static_cast<std::size_t>(grid.size());
+        double ee = 0;
+        for (std::size_t i = b * pixels; i < (b + 1) * pixels; ++i) ee += e[i] * e[i];
+        EXPECT_NEAR(s_new[b].beta, s_old[b].beta,
+                    1e-5 * std::sqrt(s_old[b].gg * ee) / std::abs(s_old[b].f));
+    }
+    EXPECT_EQ(s_new[1].status, SolveStatus::breakdown);
+    EXPECT_EQ(s_new[0].iterations, 5);
+
+    // Without a regularizer g is h_{k+1} (the same buffer) and e is u: the
+    // same values as cgnr_step_update then cgnr_step_beta, bit for bit.
+    x_old = x0, h_old = h0, x_new = x0, h_new = h0;
+    for (auto& v : s0) {
+        v.f = 2.5;
+        v.gd = -1.5;
+    }
+    s0[1].f = -1.0;
+    s_old = s0, s_new = s0;
+    cgnr_step_update(cpu, batch, cview_of(d), cview_of(u), view_of(x_old), view_of(h_old),
+                     view_of(s_old));
+    cgnr_step_beta(cpu, params, batch, cview_of(h_old), cview_of(u), view_of(s_old));
+    cgnr_step_update_beta(cpu, params, batch, cview_of(d), cview_of(u), cview_of(u), {},
+                          view_of(x_new), view_of(h_new), view_of(h_new), view_of(s_new));
+    EXPECT_EQ(x_new, x_old);
+    EXPECT_EQ(h_new, h_old);
+    for (int b = 0; b < batch; ++b) {
+        EXPECT_EQ(s_new[b].status, s_old[b].status);
+        EXPECT_DOUBLE_EQ(s_new[b].gg, s_old[b].gg);
+        EXPECT_DOUBLE_EQ(s_new[b].beta, s_old[b].beta);
+    }
+}
+
 TEST(CgnrSteps, BetaAppliesTheStopTestsInOrder)
 {
     CgnrParams params{5, 0.1};

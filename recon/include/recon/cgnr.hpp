@@ -157,6 +157,7 @@ private:
     kernels::Array<float> h_, g_, d_;  // Aᵀr, gradient, direction
     kernels::Array<float> u_, e_;      // Aᵀ A d, u + F(x, d)
     kernels::Array<float> state_;      // regularizer state from the lagged image
+    kernels::Array<float> fx_;         // F(x, x), for the fused form's one-pass x, h, g step
     kernels::Array<kernels::CgnrScalars> scalars_;
     struct GraphDeleter {
         void operator()(kernels::SolveGraph* graph) const;  // cgnr_graph.cpp
