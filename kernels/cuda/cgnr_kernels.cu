@@ -174,7 +174,8 @@ __device__ bool frame_alpha(CgnrScalars* s, int frame, float& alpha)
 /// α as step_update_kernel; x += α d; h_{k+1} = h_k + α u; g = h_k + fx +
 /// α e (without fx: g = h_{k+1}, g may be h); ge = gᵀe, gg = ‖g‖², then
 /// the frame's α (stored) and cgnr_scalars_end. Each element evaluates α
-/// from the frame's scalars itself (one element per thread: one division).
+/// from the frame's scalars itself: a division per element, and the
+/// reductions give a thread one or two elements.
 struct UpdateBetaOp {
     CgnrParams params;
     const float* d;
