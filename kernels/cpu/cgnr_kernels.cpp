@@ -4,7 +4,6 @@
 
 #include "kernels/backends.hpp"
 #include "kernels/cgnr_scalars.hpp"
-#include "kernels/stencils.hpp"
 
 namespace recon::kernels::cpu {
 namespace {
@@ -52,18 +51,8 @@ void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFol
 {
     cpu::regularizer_apply_add(exec, fold.terms, fold.grid, batch, fold.state, fold.base, fold.v, e);
     cpu::cgnr_step_dots(exec, batch, d, View<const float>{e.data, e.size}, g, scalars);
-    if (fx.data == nullptr) return;
-    const ImageGrid grid = fold.grid;
-    const size_type n = grid.size();
-    for (int b = 0; b < batch; ++b) {
-        const float* xb = x.data + b * n;
-#pragma omp parallel for schedule(static) if (parallel_worthwhile(n))
-        for (index_t iy = 0; iy < grid.ny; ++iy) {
-            for (index_t ix = 0; ix < grid.nx; ++ix) {
-                fx[b * n + iy * grid.nx + ix] =
-                    terms_apply(fold.terms, fold.state.data, batch, b, xb, grid, ix, iy);
-            }
-        }
+    if (fx.data != nullptr) {
+        cpu::regularizer_apply_add(exec, fold.terms, fold.grid, batch, fold.state, {}, x, fx);
     }
 }
 

@@ -32,7 +32,8 @@ void regularizer_apply_add(const Executor&, const RegularizerTerms& terms, Image
         for (index_t iy = 0; iy < grid.ny; ++iy) {
             for (index_t ix = 0; ix < grid.nx; ++ix) {
                 const size_type i = b * n + iy * grid.nx + ix;
-                out[i] = base[i] + terms_apply(terms, state.data, batch, b, vb, grid, ix, iy);
+                const float b0 = base.data != nullptr ? base[i] : 0.0f;
+                out[i] = b0 + terms_apply(terms, state.data, batch, b, vb, grid, ix, iy);
             }
         }
     }

@@ -92,20 +92,20 @@ __device__ float fold_at(const RegularizerFold& fold, int batch, int frame, size
 {
     const size_type n = fold.grid.size();
     const Pixel px = fold.grid.pixel(static_cast<index_t>(i));
-    return fold.base.data[frame * n + i] + terms_apply(fold.terms, fold.state.data, batch, frame,
-                                                       fold.v.data + frame * n, fold.grid, px.ix,
-                                                       px.iy);
+    const float base = fold.base.data != nullptr ? fold.base.data[frame * n + i] : 0.0f;
+    return base + terms_apply(fold.terms, fold.state.data, batch, frame, fold.v.data + frame * n,
+                              fold.grid, px.ix, px.iy);
 }
 
 /// e = fold; f = dᵀe, gd = gᵀd (for running frames); with fx, also
-/// fx = Σ F(p, x).
+/// fx = at_x (Σ F(p, x), no base).
 struct StepDotsFoldedOp {
     RegularizerFold fold;
+    RegularizerFold at_x;
     int batch;
     const float* d;
     const float* g;
     float* e;
-    const float* x;
     float* fx;
     size_type n;
     CgnrScalars* s;
@@ -116,11 +116,7 @@ struct StepDotsFoldedOp {
         const size_type k = frame * n + i;
         const float ei = fold_at(fold, batch, frame, i);
         e[k] = ei;
-        if (fx != nullptr) {
-            const Pixel px = fold.grid.pixel(static_cast<index_t>(i));
-            fx[k] = terms_apply(fold.terms, fold.state.data, batch, frame, x + frame * n,
-                                fold.grid, px.ix, px.iy);
-        }
+        if (fx != nullptr) fx[k] = fold_at(at_x, batch, frame, i);
         const double di = d[k];
         return {di * ei, static_cast<double>(g[k]) * di};
     }
@@ -303,8 +299,9 @@ void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFol
                            View<CgnrScalars> scalars, View<const float> x, View<float> fx)
 {
     const size_type n = d.size / batch;
+    const RegularizerFold at_x{fold.terms, fold.grid, fold.state, {}, x};
     launch_frame_reduce(exec, batch, n,
-                        StepDotsFoldedOp{fold, batch, d.data, g.data, e.data, x.data, fx.data, n,
+                        StepDotsFoldedOp{fold, at_x, batch, d.data, g.data, e.data, fx.data, n,
                                          scalars.data});
 }
 

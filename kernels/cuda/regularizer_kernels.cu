@@ -34,8 +34,8 @@ __global__ void apply_add_kernel(RegularizerTerms terms, ImageGrid grid, int bat
     for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += static_cast<size_type>(gridDim.x) * blockDim.x) {
         const Pixel px = grid.pixel(static_cast<index_t>(i));
-        out[frame * n + i] =
-            base[frame * n + i] + terms_apply(terms, state, batch, frame, vb, grid, px.ix, px.iy);
+        const float b0 = base != nullptr ? base[frame * n + i] : 0.0f;
+        out[frame * n + i] = b0 + terms_apply(terms, state, batch, frame, vb, grid, px.ix, px.iy);
     }
 }
 

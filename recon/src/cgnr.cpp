@@ -154,12 +154,12 @@ void CgnrSolver::iterate(int k)
     kn::normal_apply(exec_, view_, batch_, in(d_.view()), u_.view(),
                      cgls1 ? q_.view() : View<float>{});
     // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass; for the
-    // one-pass step below also F(x_k, x_k))
+    // one-pass step below also F(x_k, x_k), into fx_, which exists for the
+    // fused form with a regularizer)
+    const View<float> fx = one_pass ? fx_.view() : View<float>{};
     if (regularized) {
-        const bool fx = one_pass && fx_.size() > 0;
         kn::cgnr_step_dots_folded(exec_, batch_, fold(u_.view(), d_.view()), in(d_.view()), in(g),
-                                  e, scalars_.view(), fx ? in(x_.view()) : View<const float>{},
-                                  fx ? fx_.view() : View<float>{});
+                                  e, scalars_.view(), in(x_.view()), fx);
     } else {
         kn::cgnr_step_dots(exec_, batch_, in(d_.view()), in(e), in(g), scalars_.view());
     }
@@ -168,8 +168,7 @@ void CgnrSolver::iterate(int k)
         // g_{k+1} = h_k + F(x_k, x_k) + α_k e_k = h_{k+1} + F(x_k, x_{k+1})
         // (F is linear in its second argument);  β_k and the stop tests
         kn::cgnr_step_update_beta(exec_, params_, batch_, in(d_.view()), in(u_.view()), in(e),
-                                  regularized ? in(fx_.view()) : View<const float>{}, x_.view(),
-                                  h_.view(), g, scalars_.view());
+                                  in(fx), x_.view(), h_.view(), g, scalars_.view());
     } else {
         // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
         // fused form: h_{k+1} = h_k + α_k u_k

@@ -50,7 +50,8 @@ struct ImageGrid {
 };
 
 /// A regularizer sum that a CGNR step computes in its own pass:
-/// out = base + Σ_t F_t(p, v), with p's state from regularizer_prepare.
+/// out = base + Σ_t F_t(p, v), with p's state from regularizer_prepare
+/// (base.data null: no base).
 struct RegularizerFold {
     RegularizerTerms terms;
     ImageGrid grid;
