@@ -153,6 +153,15 @@ void cgnr_step_dots(const Executor& exec, int batch, View<const float> d,
     RECON_DISPATCH(cgnr_step_dots, exec, batch, d, e, g, scalars);
 }
 
+void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
+                           View<const float> d, View<float> u, View<float> q, bool regularized,
+                           const RegularizerFold& fold, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+{
+    RECON_DISPATCH(cgnr_step_normal_dots, exec, system, batch, d, u, q, regularized, fold, g, e,
+                   scalars, x, fx);
+}
+
 void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
                            View<const float> d, View<const float> g, View<float> e,
                            View<CgnrScalars> scalars, View<const float> x, View<float> fx)

@@ -56,6 +56,22 @@ void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFol
     }
 }
 
+void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
+                           View<const float> d, View<float> u, View<float> q, bool regularized,
+                           const RegularizerFold& fold, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+{
+    cpu::normal_apply(exec, system, batch, d, u, q);
+    const View<const float> u_in{u.data, u.size};
+    if (regularized) {
+        RegularizerFold at_u = fold;
+        at_u.base = u_in;
+        cpu::cgnr_step_dots_folded(exec, batch, at_u, d, g, e, scalars, x, fx);
+    } else {
+        cpu::cgnr_step_dots(exec, batch, d, u_in, g, scalars);
+    }
+}
+
 void cgnr_step_update(const Executor&, int batch, View<const float> d, View<const float> u,
                       View<float> x, View<float> h, View<CgnrScalars> scalars)
 {

@@ -3,20 +3,13 @@
 // in that update's pass); α, β and the stop tests are evaluated on the
 // device by cgnr_scalars.hpp, the same code the CPU runs.
 
+#include "cgnr_ops.cuh"
 #include "frame_reduce.cuh"
-#include "kernels/backends.hpp"
-#include "kernels/cgnr_scalars.hpp"
-#include "kernels/stencils.hpp"
 
 namespace recon::kernels::cuda {
 namespace {
 
 constexpr int threads = 256;
-
-__device__ bool running(const CgnrScalars* s, int frame)
-{
-    return s[frame].status == SolveStatus::running;
-}
 
 /// d = -g, ‖g‖² and ‖reference‖² (‖g‖² without one), then
 /// cgnr_scalars_begin. Runs for every frame.
@@ -43,26 +36,19 @@ struct InitOp {
     }
 };
 
-/// f = dᵀe, gd = gᵀd.
+/// The dot step over u in memory: f = dᵀu, gd = gᵀd (frames still
+/// running), or with a regularizer the folded step of StepDotsAt (every
+/// frame's e written, f and gd stored for running frames).
 struct StepDotsOp {
-    const float* d;
-    const float* e;
-    const float* g;
-    size_type n;
-    CgnrScalars* s;
+    StepDotsAt step;
+    const float* u;
 
-    __device__ bool active(int frame) const { return running(s, frame); }
+    __device__ bool active(int frame) const { return step.e != nullptr || running(step.s, frame); }
     __device__ double2 element(int frame, size_type i) const
     {
-        const size_type k = frame * n + i;
-        const double di = d[k];
-        return {di * e[k], static_cast<double>(g[k]) * di};
+        return step.at(frame, i, u != nullptr ? u[frame * step.n + i] : 0.0f);
     }
-    __device__ void finish(int frame, double f, double gd) const
-    {
-        s[frame].f = f;
-        s[frame].gd = gd;
-    }
+    __device__ void finish(int frame, double f, double gd) const { step.finish(frame, f, gd); }
 };
 
 /// ge = gᵀe, gg = ‖g‖², then cgnr_scalars_end (β, count, stop tests).
@@ -83,48 +69,6 @@ struct StepBetaOp {
     __device__ void finish(int frame, double ge, double gg) const
     {
         cgnr_scalars_end(s[frame], params, ge, gg);
-    }
-};
-
-/// out = fold.base + Σ F(p, fold.v) at element i of a frame (any frame:
-/// the unfolded regularizer_apply_add writes every frame too).
-__device__ float fold_at(const RegularizerFold& fold, int batch, int frame, size_type i)
-{
-    const size_type n = fold.grid.size();
-    const Pixel px = fold.grid.pixel(static_cast<index_t>(i));
-    const float base = fold.base.data != nullptr ? fold.base.data[frame * n + i] : 0.0f;
-    return base + terms_apply(fold.terms, fold.state.data, batch, frame, fold.v.data + frame * n,
-                              fold.grid, px.ix, px.iy);
-}
-
-/// e = fold; f = dᵀe, gd = gᵀd (for running frames); with fx, also
-/// fx = at_x (Σ F(p, x), no base).
-struct StepDotsFoldedOp {
-    RegularizerFold fold;
-    RegularizerFold at_x;
-    int batch;
-    const float* d;
-    const float* g;
-    float* e;
-    float* fx;
-    size_type n;
-    CgnrScalars* s;
-
-    __device__ bool active(int) const { return true; }
-    __device__ double2 element(int frame, size_type i) const
-    {
-        const size_type k = frame * n + i;
-        const float ei = fold_at(fold, batch, frame, i);
-        e[k] = ei;
-        if (fx != nullptr) fx[k] = fold_at(at_x, batch, frame, i);
-        const double di = d[k];
-        return {di * ei, static_cast<double>(g[k]) * di};
-    }
-    __device__ void finish(int frame, double f, double gd) const
-    {
-        if (!running(s, frame)) return;
-        s[frame].f = f;
-        s[frame].gd = gd;
     }
 };
 
@@ -291,7 +235,8 @@ void cgnr_step_dots(const Executor& exec, int batch, View<const float> d, View<c
                     View<const float> g, View<CgnrScalars> scalars)
 {
     const size_type n = d.size / batch;
-    launch_frame_reduce(exec, batch, n, StepDotsOp{d.data, e.data, g.data, n, scalars.data});
+    const StepDotsAt step{{}, {}, batch, d.data, g.data, nullptr, nullptr, n, scalars.data};
+    launch_frame_reduce(exec, batch, n, StepDotsOp{step, e.data});
 }
 
 void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
@@ -300,9 +245,8 @@ void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFol
 {
     const size_type n = d.size / batch;
     const RegularizerFold at_x{fold.terms, fold.grid, fold.state, {}, x};
-    launch_frame_reduce(exec, batch, n,
-                        StepDotsFoldedOp{fold, at_x, batch, d.data, g.data, e.data, fx.data, n,
-                                         scalars.data});
+    const StepDotsAt step{fold, at_x, batch, d.data, g.data, e.data, fx.data, n, scalars.data};
+    launch_frame_reduce(exec, batch, n, StepDotsOp{step, fold.base.data});
 }
 
 void cgnr_step_update_beta(const Executor& exec, const CgnrParams& params, int batch,

@@ -14,6 +14,32 @@ namespace recon::kernels::cuda {
 
 constexpr int reduce_threads = 512;
 
+/// Hands one block's two sums of `frame` to the frame's total: with one
+/// block, op.finish at once; otherwise the sums meet in double atomics and
+/// the last of `blocks` blocks to arrive (ticket counter) finishes the frame
+/// and resets its accumulators to zero. One thread per block and frame.
+template <class Op>
+__device__ void frame_reduce_arrive(ReductionScratch scratch, int frame, double2 acc,
+                                    unsigned blocks, const Op& op)
+{
+    if (blocks == 1) {
+        op.finish(frame, acc.x, acc.y);
+        return;
+    }
+    double* sums = scratch.sums + 2 * frame;
+    atomicAdd(sums, acc.x);
+    atomicAdd(sums + 1, acc.y);
+    __threadfence();
+    const bool last = atomicAdd(scratch.tickets + frame, 1u) == blocks - 1;
+    if (last) {
+        __threadfence();
+        const double s0 = take_double(sums);
+        const double s1 = take_double(sums + 1);
+        scratch.tickets[frame] = 0;
+        op.finish(frame, s0, s1);
+    }
+}
+
 /// Op must provide:
 ///   __device__ bool active(int frame) const;           // skip the frame?
 ///   __device__ double2 element(int frame, size_type i) const;  // may write
@@ -34,24 +60,7 @@ __global__ void __launch_bounds__(reduce_threads)
         acc.y += v.y;
     }
     acc = block_sum2(acc, buffer);
-    if (gridDim.x == 1) {
-        if (threadIdx.x == 0) op.finish(frame, acc.x, acc.y);
-        return;
-    }
-    if (threadIdx.x == 0) {
-        double* sums = scratch.sums + 2 * frame;
-        atomicAdd(sums, acc.x);
-        atomicAdd(sums + 1, acc.y);
-        __threadfence();
-        const bool last = atomicAdd(scratch.tickets + frame, 1u) == gridDim.x - 1;
-        if (last) {
-            __threadfence();
-            const double s0 = take_double(sums);
-            const double s1 = take_double(sums + 1);
-            scratch.tickets[frame] = 0;
-            op.finish(frame, s0, s1);
-        }
-    }
+    if (threadIdx.x == 0) frame_reduce_arrive(scratch, frame, acc, gridDim.x, op);
 }
 
 /// Queues the reduction of `batch` frames of `n` elements each.

@@ -70,6 +70,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "frame_reduce.cuh"
 #include "kernels/rows.hpp"
 #include "launch.cuh"
 
@@ -681,13 +682,28 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
     }
 }
 
+/// What the adjoint does with each pixel's value besides storing it:
+/// nothing, or (ReduceEpilogue) op.at(frame, pixel, value) on every pixel of
+/// frames first .. first + BT − 1, its two results summed per frame over the
+/// image and handed to op.finish (frame_reduce_arrive). Op is a dot step of
+/// cgnr_ops.cuh: the sums are made where u is, one launch fewer.
+struct NoEpilogue {};
+
+template <class Op>
+struct ReduceEpilogue {
+    Op op;
+    ReductionScratch scratch;
+    int first;
+};
+
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
 /// 16 x 16 pixels, 512 threads = 8 view groups x 64 threads x 2 x 2 pixels.
 /// Blocks per SM: 3 for one frame (40 registers), 2 for 4 frames (at most 64
 /// registers; left free, the split table's loads took 75 and one block).
-template <int BT>
+template <int BT, class Epilogue>
 __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
-    parallel2d_adjoint_kernel(Parallel2dView v, const float* __restrict__ y, float* __restrict__ x)
+    parallel2d_adjoint_kernel(Parallel2dView v, const float* __restrict__ y, float* __restrict__ x,
+                              Epilogue epilogue)
 {
     constexpr int chunk_views = adjoint_chunk<BT>;
     constexpr int group_threads = 64;
@@ -772,21 +788,60 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
         }
     }
     __syncthreads();
-    if (group != 0) return;
+    // One (pixel, frame) per thread and pass: pixel p = (dy * 2 + dx) * 64 +
+    // local of the tile, frame item / 256; the groups summed in their order.
+    constexpr int tile_pixels = adjoint_tile * adjoint_tile;
+    constexpr int block_threads = 64 * adjoint_groups;
+    constexpr int passes = (tile_pixels * BT + block_threads - 1) / block_threads;
+    constexpr bool reduces = !std::is_same_v<Epilogue, NoEpilogue>;
+    double2 part[passes];
 #pragma unroll
-    for (int dy = 0; dy < 2; ++dy) {
+    for (int j = 0; j < passes; ++j) part[j] = double2{0.0, 0.0};
 #pragma unroll
-        for (int dx = 0; dx < 2; ++dx) {
-            const index_t ix = ix0 + dx, iy = iy0 + dy;
-            if (ix >= v.nx || iy >= v.ny) continue;
+    for (int j = 0; j < passes; ++j) {
+        const int item = t + j * block_threads;
+        if (item >= tile_pixels * BT) break;
+        const int b = item / tile_pixels;
+        const int p = item - b * tile_pixels;
+        const int quad = p / group_threads;
+        const int at = p - quad * group_threads;
+        const index_t ix = tx0 + (at % 8) * 2 + quad % 2;
+        const index_t iy = ty0 + (at / 8) * 2 + quad / 2;
+        if (ix >= v.nx || iy >= v.ny) continue;
+        float sum = 0.0f;
+        for (int gr = 0; gr < adjoint_groups; ++gr) {
+            sum += sums[((gr * 4 + quad) * BT + b) * group_threads + at];
+        }
+        const size_type i = static_cast<size_type>(iy) * v.nx + ix;
+        x[static_cast<size_type>(b) * n + i] = sum;
+        if constexpr (reduces) part[j] = epilogue.op.at(epilogue.first + b, i, sum);
+    }
+    if constexpr (reduces) {
+        // A warp's items are one frame's; frame f's are warps 8 (f % 2) ..
+        // 8 (f % 2) + 7 of pass f / 2.
+        constexpr int warps = block_threads / 32;
+        __shared__ double2 warp_sums[passes][warps];
 #pragma unroll
-            for (int b = 0; b < BT; ++b) {
-                float sum = 0.0f;
-                for (int gr = 0; gr < adjoint_groups; ++gr) {
-                    sum += sums[((gr * 4 + dy * 2 + dx) * BT + b) * group_threads + local];
-                }
-                x[static_cast<size_type>(b) * n + static_cast<size_type>(iy) * v.nx + ix] = sum;
+        for (int j = 0; j < passes; ++j) {
+            for (int offset = 16; offset > 0; offset /= 2) {
+                part[j].x += __shfl_down_sync(0xffffffffu, part[j].x, offset);
+                part[j].y += __shfl_down_sync(0xffffffffu, part[j].y, offset);
             }
+            if (t % 32 == 0) warp_sums[j][t / 32] = part[j];
+        }
+        __syncthreads();
+        if (t < BT) {
+            constexpr int frame_warps = tile_pixels / 32;
+            const int first_item = t * tile_pixels;
+            const int j = first_item / block_threads;
+            const int w0 = (first_item - j * block_threads) / 32;
+            double2 total{0.0, 0.0};
+            for (int w = w0; w < w0 + frame_warps; ++w) {
+                total.x += warp_sums[j][w].x;
+                total.y += warp_sums[j][w].y;
+            }
+            frame_reduce_arrive(epilogue.scratch, epilogue.first + t, total,
+                                gridDim.x * gridDim.y, epilogue.op);
         }
     }
 }

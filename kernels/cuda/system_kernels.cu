@@ -19,6 +19,7 @@
 #include <variant>
 
 #include "kernels/backends.hpp"
+#include "cgnr_ops.cuh"
 #include "kernels/baselines.hpp"
 #include "parallel2d_kernels.cuh"
 #include "system_kernels.cuh"
@@ -279,8 +280,11 @@ void scatter_rows(const Executor& exec, const System& sys, int batch, const floa
     });
 }
 
+/// x = Aᵀ y for `batch` frames; make_epilogue(first) gives the epilogue of
+/// the launch for frames first .. (p2::NoEpilogue or p2::ReduceEpilogue).
+template <class MakeEpilogue>
 void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int batch,
-                        const float* y, float* x)
+                        const float* y, float* x, MakeEpilogue&& make_epilogue)
 {
     const index_t m = rows_of(sys);
     const index_t n = cols_of(sys);
@@ -290,9 +294,33 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
         p2::parallel2d_adjoint_kernel<BT><<<grid, 64 * p2::adjoint_groups, 0, stream_of(exec)>>>(
-            sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n);
+            sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n,
+            make_epilogue(first));
         RECON_CUDA_CHECK_LAUNCH();
     });
+}
+
+void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int batch,
+                        const float* y, float* x)
+{
+    parallel2d_adjoint(exec, sys, batch, y, x, [](int) { return p2::NoEpilogue{}; });
+}
+
+/// q = A d into `q`, or into scratch (beside the pair images) when q is
+/// null; returns where q is.
+float* parallel2d_forward_for_normal(const Executor& exec, const Parallel2dView& sys, int batch,
+                                     const float* d, float* q)
+{
+    const std::size_t q_bytes =
+        q != nullptr
+            ? 0
+            : (static_cast<std::size_t>(rows_of(sys)) * batch * sizeof(float) + 255) / 256 * 256;
+    auto* base = static_cast<unsigned char*>(scratch(
+        exec, ScratchSlot::measurement, q_bytes + parallel2d_pair_bytes(sys, std::min(batch, 4)),
+        false));
+    float* qq = q != nullptr ? q : reinterpret_cast<float*>(base);
+    parallel2d_apply(exec, sys, batch, d, qq, nullptr, reinterpret_cast<float2*>(base + q_bytes));
+    return qq;
 }
 
 void adjoint(const Executor& exec, const SystemView& system, int batch, const float* y, float* x,
@@ -320,17 +348,8 @@ void normal(const Executor& exec, const SystemView& system, int batch, const flo
                 // Rays then pixels: q = A d (kept in scratch when not asked
                 // for, next to the pair images of d), u = Aᵀ q gathered per
                 // pixel. No atomics.
-                const std::size_t q_bytes =
-                    q != nullptr ? 0
-                                 : (static_cast<std::size_t>(rows_of(sys)) * batch * sizeof(float) +
-                                    255) / 256 * 256;
-                auto* base = static_cast<unsigned char*>(
-                    scratch(exec, ScratchSlot::measurement,
-                            q_bytes + parallel2d_pair_bytes(sys, std::min(batch, 4)), false));
-                float* qq = q != nullptr ? q : reinterpret_cast<float*>(base);
-                parallel2d_apply(exec, sys, batch, d, qq, nullptr,
-                                 reinterpret_cast<float2*>(base + q_bytes));
-                parallel2d_adjoint(exec, sys, batch, qq, u);
+                parallel2d_adjoint(exec, sys, batch,
+                                   parallel2d_forward_for_normal(exec, sys, batch, d, q), u);
             } else {
                 scatter_rows<true>(exec, sys, batch, d, u, q, how);
             }
@@ -363,6 +382,48 @@ void normal_apply(const Executor& exec, const SystemView& system, int batch,
                   View<const float> d, View<float> u, View<float> q)
 {
     normal(exec, system, batch, d.data, u.data, q.data, Accumulation::automatic);
+}
+
+void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
+                           View<const float> d, View<float> u, View<float> q, bool regularized,
+                           const RegularizerFold& fold, View<const float> g, View<float> e,
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+{
+    const View<const float> u_in{u.data, u.size};
+    const auto* sys = std::get_if<Parallel2dView>(&system);
+    if (sys == nullptr || rows_of(*sys) == 0 || cols_of(*sys) == 0) {
+        normal(exec, system, batch, d.data, u.data, q.data, Accumulation::automatic);
+        if (regularized) {
+            RegularizerFold at_u = fold;
+            at_u.base = u_in;
+            cuda::cgnr_step_dots_folded(exec, batch, at_u, d, g, e, scalars, x, fx);
+        } else {
+            cuda::cgnr_step_dots(exec, batch, d, u_in, g, scalars);
+        }
+        return;
+    }
+    if (batch > max_frames) {
+        throw std::invalid_argument{"CUDA reductions support at most " +
+                                    std::to_string(max_frames) + " frames per call, found " +
+                                    std::to_string(batch)};
+    }
+    // The dot step in the adjoint's epilogue, on each pixel's u as it is
+    // stored (cgnr_ops.cuh: the same operations as cgnr_step_dots(_folded)).
+    const size_type n = cols_of(*sys);
+    const StepDotsAt step{fold,
+                          {fold.terms, fold.grid, fold.state, {}, x},
+                          batch,
+                          d.data,
+                          g.data,
+                          regularized ? e.data : nullptr,
+                          regularized ? fx.data : nullptr,
+                          n,
+                          scalars.data};
+    const ReductionScratch sums = reduction_scratch(exec);
+    parallel2d_adjoint(exec, *sys, batch, parallel2d_forward_for_normal(exec, *sys, batch, d.data, q.data),
+                       u.data, [&](int first) {
+                           return p2::ReduceEpilogue<StepDotsAt>{step, sums, first};
+                       });
 }
 
 }  // namespace recon::kernels::cuda

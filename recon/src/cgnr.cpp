@@ -150,19 +150,15 @@ void CgnrSolver::iterate(int k)
         return kn::RegularizerFold{regularizer_.terms(), grid_, in(state_.view()), in(base), in(v)};
     };
 
-    // u_k = Aᵀ(A d_k), in one pass over A (CGLS1 also keeps q_k = A d_k)
-    kn::normal_apply(exec_, view_, batch_, in(d_.view()), u_.view(),
-                     cgls1 ? q_.view() : View<float>{});
-    // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass; for the
-    // one-pass step below also F(x_k, x_k), into fx_, which exists for the
-    // fused form with a regularizer)
+    // u_k = Aᵀ(A d_k), in one pass over A (CGLS1 also keeps q_k = A d_k);
+    // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass, or the
+    // product's epilogue; for the one-pass step below also F(x_k, x_k), into
+    // fx_, which exists for the fused form with a regularizer)
     const View<float> fx = one_pass ? fx_.view() : View<float>{};
-    if (regularized) {
-        kn::cgnr_step_dots_folded(exec_, batch_, fold(u_.view(), d_.view()), in(d_.view()), in(g),
-                                  e, scalars_.view(), in(x_.view()), fx);
-    } else {
-        kn::cgnr_step_dots(exec_, batch_, in(d_.view()), in(e), in(g), scalars_.view());
-    }
+    kn::cgnr_step_normal_dots(exec_, view_, batch_, in(d_.view()), u_.view(),
+                              cgls1 ? q_.view() : View<float>{}, regularized,
+                              fold(u_.view(), d_.view()), in(g), e, scalars_.view(),
+                              in(x_.view()), fx);
     if (one_pass) {
         // α_k;  x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;
         // g_{k+1} = h_k + F(x_k, x_k) + α_k e_k = h_{k+1} + F(x_k, x_{k+1})

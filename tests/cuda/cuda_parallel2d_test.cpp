@@ -1,6 +1,7 @@
 // The parallel-beam GPU products (ray-driven A x over staged image lines and
 // over pair images, each forced and as `auto` picks them, the pixel-driven
-// Aᵀ y over per-tile tables, the fused Aᵀ(A d), the residual)
+// Aᵀ y over per-tile tables, the fused Aᵀ(A d), the residual, the dot step
+// summed in the adjoint's epilogue)
 // against the CPU backend on fresh random inputs, and the adjoint identity
 // on the GPU alone. Geometries that stress the kernels' shortcuts: non-square
 // images, bins != nx, centre offsets (rays that miss the image), angles at
@@ -173,6 +174,128 @@ INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpu, ::testing::ValuesIn(cases())
                              return geometries()[info.param.geometry].name + "_batch" +
                                     std::to_string(info.param.batch) + "_" + info.param.rays;
                          });
+
+/// cgnr_step_normal_dots on the GPU against the CPU's normal_apply followed
+/// by the dot step: u within rounding; with a regularizer (TV, a Laplacian,
+/// a sign constraint; the state of a random image) e = u + F(p, d) and fx =
+/// F(p, x) against the CPU's regularizer sum on the GPU's u, every frame;
+/// f and gd against the CPU's sums over the GPU's e (only their order
+/// differs). Frame 1 has stopped: its scalars stay. Without a regularizer e
+/// is u and e, fx are not written.
+void expect_normal_dots_match_the_cpu(const SystemModel& model, kernels::ImageGrid grid,
+                                      int batch, std::mt19937_64& rng)
+{
+    const index_t m = model.rows(), n = model.cols();
+    ASSERT_EQ(n, grid.size());
+    const Executor cpu = Executor::cpu();
+    const auto cpu_view = model.view(cpu);
+    const auto gpu_view = model.view(gpu());
+    kernels::RegularizerTerms terms;
+    terms.count = 3;
+    terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
+    terms.term[1] = {kernels::RegularizerKind::laplacian, 0.2f, 0.0f};
+    terms.term[2] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
+    const std::size_t len = static_cast<std::size_t>(n) * batch;
+    auto image = [&] { return test::random_vector(len, rng); };
+    const auto p = image(), d = image(), g = image(), x = image();
+    std::vector<float> state(kernels::regularizer_state_size(terms, grid, batch));
+    kernels::regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state));
+    std::vector<kernels::CgnrScalars> before(static_cast<std::size_t>(batch));
+    std::uniform_real_distribution<double> dist{0.5, 2.0};
+    for (auto& sc : before) {
+        sc.gd = -dist(rng);
+        sc.f = dist(rng);
+        sc.gg = dist(rng);
+        sc.iterations = 4;
+    }
+    if (batch > 1) before[1].status = SolveStatus::converged;
+
+    std::vector<float> u(len), q(static_cast<std::size_t>(m) * batch);
+    kernels::normal_apply(cpu, cpu_view, batch, cview_of(d), view_of(u), view_of(q));
+    const auto dstate = upload(state), dd = upload(d), dg = upload(g), dx = upload(x);
+    for (const bool regularized : {true, false}) {
+        SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
+        kernels::Array<kernels::CgnrScalars> ds{gpu(), before};
+        auto du = poisoned(len), de = poisoned(len), dfx = poisoned(len);
+        kernels::cgnr_step_normal_dots(gpu(), gpu_view, batch, cview(dd), du.view(), {},
+                                       regularized, {terms, grid, cview(dstate), {}, cview(dd)},
+                                       cview(dg), de.view(), ds.view(), cview(dx), dfx.view());
+        const auto u_gpu = du.to_host();
+        expect_close(u_gpu, u, 2e-5, "u = A^T(A d)");
+        std::vector<float> e = u_gpu;
+        if (regularized) {
+            std::vector<float> e_want(len), fx_want(len);
+            kernels::regularizer_apply_add(cpu, terms, grid, batch, cview_of(state), cview_of(u_gpu),
+                                           cview_of(d), view_of(e_want));
+            kernels::regularizer_apply_add(cpu, terms, grid, batch, cview_of(state), {},
+                                           cview_of(x), view_of(fx_want));
+            e = de.to_host();
+            expect_close(e, e_want, 1e-6, "e = u + F(p, d)");
+            expect_close(dfx.to_host(), fx_want, 1e-6, "fx = F(p, x)");
+        } else {
+            const auto untouched = [](const std::vector<float>& v) {
+                return std::all_of(v.begin(), v.end(), [](float t) { return std::isnan(t); });
+            };
+            EXPECT_TRUE(untouched(de.to_host())) << "e is u: not written";
+            EXPECT_TRUE(untouched(dfx.to_host())) << "fx is not written";
+        }
+        auto want = before;
+        kernels::cgnr_step_dots(cpu, batch, cview_of(d), cview_of(e), cview_of(g), view_of(want));
+        const auto got = ds.to_host();
+        for (int b = 0; b < batch; ++b) {
+            SCOPED_TRACE("frame " + std::to_string(b));
+            EXPECT_EQ(got[b].status, want[b].status);
+            EXPECT_NEAR(got[b].f, want[b].f, 1e-9 * std::max(1.0, std::abs(want[b].f)));
+            EXPECT_NEAR(got[b].gd, want[b].gd, 1e-9 * std::max(1.0, std::abs(want[b].gd)));
+        }
+        if (batch > 1) {
+            EXPECT_EQ(got[1].f, before[1].f) << "a stopped frame keeps its scalars";
+        }
+    }
+}
+
+class Parallel2dGpuNormalDots : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Parallel2dGpuNormalDots, TheDotStepInTheAdjointsEpilogueMatchesTheCpu)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Geometry geo = geometries()[GetParam().geometry];
+    SCOPED_TRACE(geo.name);
+    const RaysMode rays{GetParam().rays};
+    const Parallel2d model{geo.nx, geo.ny, geo.bins, geo.angles, geo.center_offset};
+    expect_normal_dots_match_the_cpu(model, {geo.nx, geo.ny}, GetParam().batch, rng);
+}
+
+std::vector<Case> normal_dots_cases()
+{
+    std::vector<Case> all;
+    for (std::size_t g = 0; g < geometries().size(); ++g) {
+        for (int batch : {1, 4, 5}) all.push_back({g, batch, "auto"});
+    }
+    return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpuNormalDots, ::testing::ValuesIn(normal_dots_cases()),
+                         [](const auto& info) {
+                             return geometries()[info.param.geometry].name + "_batch" +
+                                    std::to_string(info.param.batch);
+                         });
+
+TEST(Parallel2dGpuNormalDots, OtherSystemsTakeTheProductThenTheStep)
+{
+    // Rows made on the fly (no epilogue: the product, then the dot step's
+    // own pass), 4 + 1 frames.
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const kernels::ImageGrid grid{37, 29};
+    const Synthetic model{2000, grid.size(), 11000, seed};
+    expect_normal_dots_match_the_cpu(model, grid, 5, rng);
+}
 
 /// The products of one frame do not depend on the frames batched with it:
 /// frame 2 of a batch of 5 (in the 4-frame kernels) equals the same input

@@ -227,54 +227,35 @@ TEST(GpuSolverLimits, AutomaticLaunchTakesThePersistentKernelWhereItWasMeasuredF
 }
 
 /// Full solves (both forms, batch 2, a regularizer) small enough for
-/// compute-sanitizer; one test per launch so each can be checked alone.
+/// compute-sanitizer; one test per launch so each can be checked alone. The
+/// graph and host loop also solve a parallel-beam model with TV, 4 + 1
+/// frames (the dot step in the adjoint's epilogue).
 void sanitize_solves(SolveLaunch launch)
 {
     const auto seed = test::fresh_seed();
     std::mt19937_64 rng{seed};
-    const Synthetic model{3000, 500, 15000, seed};
-    const auto b = test::random_vector(2 * 3000, rng);
-    for (auto form : {CgnrForm::fused, CgnrForm::cgls1}) {
-        SolverOptions o;
-        o.launch = launch;
-        o.form = form;
-        o.max_iterations = 30;
-        o.residual_replacement = 10;
-        CgnrSolver solver{model, Regularizer::parse("tikhonov:0.01"), o, gpu(), 2};
-        const auto [x, res] = run(solver, b);
-        EXPECT_EQ(res[0].iterations, 30);
-        for (float v : x) ASSERT_TRUE(std::isfinite(v));
-    }
-}
-
-TEST(GpuSolverThreads, TwoWorkersOnOneGpuSolveConcurrentlyAndExactly)
-{
-    // Two threads, each with its own solver on the same device and the
-    // default (per-thread) stream, as two pipeline workers are: each must get
-    // exactly what it gets alone.
-    RECON_REQUIRE_GPU();
-    const auto seed = test::fresh_seed();
-    SCOPED_TRACE(test::seed_trace(seed));
-    std::mt19937_64 rng{seed};
-    const Synthetic model{20000, 1500, 120000, seed};
-    SolverOptions o;
-    o.max_iterations = 60;
-    o.launch = SolveLaunch::graph;
-    std::vector<std::vector<float>> b, alone(2), together(2);
-    for (int w = 0; w < 2; ++w) b.push_back(test::random_vector(model.rows(), rng));
-    for (int w = 0; w < 2; ++w) alone[w] = solve_cgnr(model, Regularizer{}, o, gpu(), b[w]);
-    std::vector<FrameResult> results(2);
-    auto work = [&](int w) {
-        for (int repeat = 0; repeat < 5; ++repeat) {
-            together[w] = solve_cgnr(model, Regularizer{}, o, gpu(), b[w], {}, &results[w]);
-        }
+    const Synthetic synthetic{3000, 500, 15000, seed};
+    const Parallel2d parallel{24, 20, 30, {0.0, 17.0, 45.0, 80.0, 91.0, 135.0, 160.0}, 0.5};
+    struct Problem {
+        const SystemModel& model;
+        const char* regularizer;
+        int batch;
     };
-    std::thread first{work, 0}, second{work, 1};
-    first.join();
-    second.join();
-    for (int w = 0; w < 2; ++w) {
-        EXPECT_EQ(results[w].iterations, 60) << "worker " << w;
-        EXPECT_LE(test::rel_error(together[w], alone[w]), 1e-6) << "worker " << w;
+    std::vector<Problem> problems{{synthetic, "tikhonov:0.01", 2}};
+    if (launch != SolveLaunch::persistent) problems.push_back({parallel, "tv:0.02,nonneg:2", 5});
+    for (const auto& [model, regularizer, batch] : problems) {
+        const auto b = test::random_vector(static_cast<std::size_t>(batch) * model.rows(), rng);
+        for (auto form : {CgnrForm::fused, CgnrForm::cgls1}) {
+            SolverOptions o;
+            o.launch = launch;
+            o.form = form;
+            o.max_iterations = 30;
+            o.residual_replacement = 10;
+            CgnrSolver solver{model, Regularizer::parse(regularizer, 0.01), o, gpu(), batch};
+            const auto [x, res] = run(solver, b);
+            EXPECT_EQ(res[0].iterations, 30);
+            for (float v : x) ASSERT_TRUE(std::isfinite(v));
+        }
     }
 }
 

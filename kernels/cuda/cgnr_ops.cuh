@@ -1,0 +1,72 @@
+#pragma once
+// Per-element pieces of the CGNR steps that more than one kernel runs: the
+// step kernels of cgnr_kernels.cu walk the image for them, and a product
+// kernel may run one in its epilogue on the values it has just made (the
+// parallel-beam adjoint sums the dot step where u is formed).
+
+#include "kernels/backends.hpp"
+#include "kernels/cgnr_scalars.hpp"
+#include "kernels/stencils.hpp"
+
+namespace recon::kernels::cuda {
+
+__device__ __forceinline__ bool running(const CgnrScalars* s, int frame)
+{
+    return s[frame].status == SolveStatus::running;
+}
+
+/// base + Σ F(p, fold.v) at element i of a frame, for a given base value.
+__device__ __forceinline__ float fold_at(const RegularizerFold& fold, int batch, int frame,
+                                         size_type i, float base)
+{
+    const size_type n = fold.grid.size();
+    const Pixel px = fold.grid.pixel(static_cast<index_t>(i));
+    return base + terms_apply(fold.terms, fold.state.data, batch, frame, fold.v.data + frame * n,
+                              fold.grid, px.ix, px.iy);
+}
+
+/// out = fold.base + Σ F(p, fold.v) at element i of a frame (no base: 0).
+__device__ __forceinline__ float fold_at(const RegularizerFold& fold, int batch, int frame,
+                                         size_type i)
+{
+    const float base =
+        fold.base.data != nullptr ? fold.base.data[frame * fold.grid.size() + i] : 0.0f;
+    return fold_at(fold, batch, frame, i, base);
+}
+
+/// The dot step at element i of a frame, given u_i = (Aᵀ A d)_i. With a
+/// regularizer (e not null): e = u + Σ F(x_k, d) is written and, with fx,
+/// fx = Σ F(x_k, x_k); without, e is u. Returns the terms of f = dᵀe and
+/// gd = gᵀd; finish stores them for running frames.
+struct StepDotsAt {
+    RegularizerFold fold;  // F(x_k, d): its base is u, given per element
+    RegularizerFold at_x;  // F(x_k, x_k), no base
+    int batch;
+    const float* d;
+    const float* g;
+    float* e;
+    float* fx;
+    size_type n;
+    CgnrScalars* s;
+
+    __device__ __forceinline__ double2 at(int frame, size_type i, float u) const
+    {
+        const size_type k = frame * n + i;
+        float ei = u;
+        if (e != nullptr) {
+            ei = fold_at(fold, batch, frame, i, u);
+            e[k] = ei;
+            if (fx != nullptr) fx[k] = fold_at(at_x, batch, frame, i);
+        }
+        const double di = d[k];
+        return {di * ei, static_cast<double>(g[k]) * di};
+    }
+    __device__ void finish(int frame, double f, double gd) const
+    {
+        if (!running(s, frame)) return;
+        s[frame].f = f;
+        s[frame].gd = gd;
+    }
+};
+
+}  // namespace recon::kernels::cuda
