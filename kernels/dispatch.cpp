@@ -153,13 +153,34 @@ void cgnr_step_dots(const Executor& exec, int batch, View<const float> d,
     RECON_DISPATCH(cgnr_step_dots, exec, batch, d, e, g, scalars);
 }
 
+size_type direction_cache_size(const Executor& exec, const SystemView& system, int batch)
+{
+    RECON_DISPATCH(direction_cache_size, exec, system, batch);
+}
+
+void direction_cache_fill(const Executor& exec, const SystemView& system, int batch,
+                          View<const float> d, View<float> cache)
+{
+    RECON_DISPATCH(direction_cache_fill, exec, system, batch, d, cache);
+}
+
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
                            View<const float> d, View<float> u, View<float> q, bool regularized,
                            const RegularizerFold& fold, View<const float> g, View<float> e,
-                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx,
+                           View<const float> d_cache)
 {
     RECON_DISPATCH(cgnr_step_normal_dots, exec, system, batch, d, u, q, regularized, fold, g, e,
-                   scalars, x, fx);
+                   scalars, x, fx, d_cache);
+}
+
+void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,
+                                View<const float> g, View<float> d, View<float> cache,
+                                View<CgnrScalars> scalars, bool regularized,
+                                const RegularizerPrepare& prepare)
+{
+    RECON_DISPATCH(cgnr_step_direction_cached, exec, system, batch, g, d, cache, scalars,
+                   regularized, prepare);
 }
 
 void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,

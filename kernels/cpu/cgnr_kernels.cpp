@@ -1,5 +1,6 @@
 // The CGNR step kernels on the CPU (reference loops with OpenMP).
 
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/backends.hpp"
@@ -56,10 +57,33 @@ void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFol
     }
 }
 
+// The CPU's products read d itself: no copy of d to keep.
+size_type direction_cache_size(const Executor&, const SystemView&, int) { return 0; }
+
+void direction_cache_fill(const Executor&, const SystemView&, int, View<const float>,
+                          View<float> cache)
+{
+    if (cache.size != 0) throw std::invalid_argument{"the CPU keeps no direction cache"};
+}
+
+void cgnr_step_direction_cached(const Executor& exec, const SystemView&, int batch,
+                                View<const float> g, View<float> d, View<float> cache,
+                                View<CgnrScalars> scalars, bool regularized,
+                                const RegularizerPrepare& prepare)
+{
+    if (cache.size != 0) throw std::invalid_argument{"the CPU keeps no direction cache"};
+    if (regularized) {
+        cpu::cgnr_step_direction_folded(exec, batch, g, d, scalars, prepare);
+    } else {
+        cpu::cgnr_step_direction(exec, batch, g, d, scalars);
+    }
+}
+
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
                            View<const float> d, View<float> u, View<float> q, bool regularized,
                            const RegularizerFold& fold, View<const float> g, View<float> e,
-                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx,
+                           View<const float>)
 {
     cpu::normal_apply(exec, system, batch, d, u, q);
     const View<const float> u_in{u.data, u.size};

@@ -206,7 +206,7 @@ __global__ void direction_kernel(size_type n, int batch, const float* g, float* 
     for (size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += stride) {
         const size_type k = frame * n + i;
-        if (moves) d[k] = -g[k] + beta * d[k];
+        if (moves) d[k] = direction_at(g[k], beta, d[k]);
         if constexpr (WithState) {
             const Pixel px = prepare.grid.pixel(static_cast<index_t>(i));
             terms_prepare(prepare.terms, prepare.state.data, batch, frame,

@@ -15,6 +15,13 @@ __device__ __forceinline__ bool running(const CgnrScalars* s, int frame)
     return s[frame].status == SolveStatus::running;
 }
 
+/// d_{k+1} = −g + β d_k at one element: every kernel that moves d (or a
+/// copy of it) forms it with these operations, so copies agree bit for bit.
+__device__ __forceinline__ float direction_at(float g, float beta, float d)
+{
+    return fmaf(beta, d, -g);
+}
+
 /// base + Σ F(p, fold.v) at element i of a frame, for a given base value.
 __device__ __forceinline__ float fold_at(const RegularizerFold& fold, int batch, int frame,
                                          size_type i, float base)

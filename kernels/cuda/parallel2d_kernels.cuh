@@ -70,6 +70,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cgnr_ops.cuh"
 #include "frame_reduce.cuh"
 #include "kernels/rows.hpp"
 #include "launch.cuh"
@@ -175,26 +176,19 @@ RECON_HD RaySpan ray_span(float base, float slope, float inv_slope, index_t n_ma
 // blocks, half the SMs of an H100 idle: 4.5 µs per call for 1.5 MB.)
 constexpr int pair_tile = 16;
 
-/// The pair images of `frames` frames (blockIdx.z) of x; a block of
-/// pair_tile x pair_tile threads transposes one tile through shared memory
-/// (with a one-pixel halo).
-__global__ void __launch_bounds__(pair_tile * pair_tile)
-    parallel2d_pairs_kernel(Parallel2dView v, const float* __restrict__ x, float2* __restrict__ pairs)
+/// A tile of an image with its one-pixel halo to the right and below (zero
+/// outside the image): what a tile's entries of the pair images are made of.
+using PairTile = float[pair_tile + 1][pair_tile + 1];  // odd row stride: no bank conflicts
+
+/// Writes the tile's entries of one frame's pair images (`rows`, then the
+/// columns after them) from `tile`; a block of pair_tile x pair_tile
+/// threads, after a barrier that follows the tile's last store.
+__device__ __forceinline__ void write_pairs(const Parallel2dView& v, const PairTile& tile,
+                                            index_t x0, index_t y0, float2* __restrict__ rows)
 {
-    __shared__ float tile[pair_tile + 1][pair_tile + 1];  // odd row stride: no bank conflicts
     const index_t nx = v.nx, ny = v.ny;
-    const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
-    const float* xf = x + static_cast<size_type>(blockIdx.z) * nx * ny;
-    float2* rows = pairs + static_cast<size_type>(blockIdx.z) * pair_frame_size(v);
     float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
     const int tx = threadIdx.x, ty = threadIdx.y;
-    constexpr int threads = pair_tile * pair_tile;
-    for (int e = ty * pair_tile + tx; e < (pair_tile + 1) * (pair_tile + 1); e += threads) {
-        const int r = e / (pair_tile + 1), c = e - r * (pair_tile + 1);
-        const index_t gy = y0 + r, gx = x0 + c;
-        tile[r][c] = gy < ny && gx < nx ? xf[static_cast<size_type>(gy) * nx + gx] : 0.0f;
-    }
-    __syncthreads();
     const index_t row_width = nx + 3, col_width = ny + 3;
     const float2 zero = make_float2(0.0f, 0.0f);
     // Rows: lanes along x.
@@ -225,6 +219,90 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
             }
         }
     }
+}
+
+/// The pair images of `frames` frames (blockIdx.z) of x; a block of
+/// pair_tile x pair_tile threads transposes one tile through shared memory
+/// (with a one-pixel halo).
+__global__ void __launch_bounds__(pair_tile * pair_tile)
+    parallel2d_pairs_kernel(Parallel2dView v, const float* __restrict__ x, float2* __restrict__ pairs)
+{
+    __shared__ PairTile tile;
+    const index_t nx = v.nx, ny = v.ny;
+    const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
+    const float* xf = x + static_cast<size_type>(blockIdx.z) * nx * ny;
+    constexpr int threads = pair_tile * pair_tile;
+    for (int e = threadIdx.y * pair_tile + threadIdx.x; e < (pair_tile + 1) * (pair_tile + 1);
+         e += threads) {
+        const int r = e / (pair_tile + 1), c = e - r * (pair_tile + 1);
+        const index_t gy = y0 + r, gx = x0 + c;
+        tile[r][c] = gy < ny && gx < nx ? xf[static_cast<size_type>(gy) * nx + gx] : 0.0f;
+    }
+    __syncthreads();
+    write_pairs(v, tile, x0, y0, pairs + static_cast<size_type>(blockIdx.z) * pair_frame_size(v));
+}
+
+/// The direction step d = −g + β d of the frames still running (blockIdx.z)
+/// that keeps their pair images up to date as well, a tile per block, so
+/// that the rays need not make them every iteration. The halo to the right
+/// and below is d's next value there, formed here from g and the halo's old
+/// d, which is read from this tile's own entries of the old pair images (the
+/// second pixel of its last column's and last row's entries): the
+/// neighbouring tile may already have moved d there. WithState: in the same
+/// pass the state of every frame from prepare.p, as regularizer_prepare.
+template <bool WithState>
+__global__ void __launch_bounds__(pair_tile * pair_tile)
+    parallel2d_direction_kernel(Parallel2dView v, int batch, const float* __restrict__ g,
+                                float* __restrict__ d, float2* __restrict__ pairs,
+                                const CgnrScalars* __restrict__ s, RegularizerPrepare prepare)
+{
+    __shared__ PairTile tile;
+    const int frame = blockIdx.z;
+    const index_t nx = v.nx, ny = v.ny;
+    const size_type n = static_cast<size_type>(nx) * ny;
+    const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
+    const index_t ix = x0 + threadIdx.x, iy = y0 + threadIdx.y;
+    const bool inside = ix < nx && iy < ny;
+    if constexpr (WithState) {
+        if (inside) {
+            terms_prepare(prepare.terms, prepare.state.data, batch, frame,
+                          prepare.p.data + frame * n, prepare.grid, ix, iy);
+        }
+    }
+    if (s[frame].status != SolveStatus::running) return;  // uniform over the block
+    const float beta = static_cast<float>(s[frame].beta);
+    const float* gf = g + frame * n;
+    float* df = d + frame * n;
+    float2* rows = pairs + static_cast<size_type>(frame) * pair_frame_size(v);
+    const float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
+    float own = 0.0f;
+    if (inside) {
+        const size_type k = static_cast<size_type>(iy) * nx + ix;
+        own = direction_at(gf[k], beta, df[k]);
+        df[k] = own;
+    }
+    tile[threadIdx.y][threadIdx.x] = own;
+    const int t = threadIdx.y * pair_tile + threadIdx.x;
+    if (t < 2 * pair_tile) {
+        // t < 16: the halo column's row t; else the halo row's column t − 16.
+        const bool column = t < pair_tile;
+        const int at = column ? t : t - pair_tile;
+        const index_t hx = column ? x0 + pair_tile : x0 + at;
+        const index_t hy = column ? y0 + at : y0 + pair_tile;
+        float next = 0.0f;
+        if (hx < nx && hy < ny) {
+            const float old = column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
+                                     : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
+            next = direction_at(gf[static_cast<size_type>(hy) * nx + hx], beta, old);
+        }
+        if (column) {
+            tile[at][pair_tile] = next;
+        } else {
+            tile[pair_tile][at] = next;
+        }
+    }
+    __syncthreads();  // every old entry this tile reads is read before it is written
+    write_pairs(v, tile, x0, y0, rows);
 }
 
 constexpr int ray_segments = 4;  // warps per ray group; each takes a quarter of every ray

@@ -160,9 +160,11 @@ void launch_lines(const Executor& exec, const Parallel2dView& sys, const p2::Lin
 /// y = A x (or A x − sub, a frame at a time, sums in double) for `batch`
 /// frames: per chunk of frames the staged-lines kernel where lines_plan
 /// takes it, else the pair images (into `pairs`, room for min(batch, 4)
-/// frames, or 1 with sub) then the rays.
+/// frames, or 1 with sub) then the rays. With `ready` (the pair images of
+/// every frame of x, frame stride pair_frame_size), single frames' rays
+/// read those instead.
 void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch, const float* x,
-                      float* y, const float* sub, float2* pairs)
+                      float* y, const float* sub, float2* pairs, const float2* ready = nullptr)
 {
     const index_t m = rows_of(sys);
     const index_t n = cols_of(sys);
@@ -197,9 +199,14 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
             launch_lines<BT>(exec, sys, *plan, xb, yb);
             return;
         }
-        make_pairs(xb, BT);
+        const float2* rays_from = pairs;
+        if (BT == 1 && ready != nullptr) {
+            rays_from = ready + static_cast<size_type>(first) * p2::pair_frame_size(sys);
+        } else {
+            make_pairs(xb, BT);
+        }
         p2::parallel2d_rays_kernel<BT, float><<<ray_blocks, ray_threads, 0, stream>>>(
-            sys, pairs, nullptr, yb);
+            sys, rays_from, nullptr, yb);
         RECON_CUDA_CHECK_LAUNCH();
     });
 }
@@ -307,9 +314,9 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
 }
 
 /// q = A d into `q`, or into scratch (beside the pair images) when q is
-/// null; returns where q is.
+/// null; returns where q is. `ready`: as parallel2d_apply.
 float* parallel2d_forward_for_normal(const Executor& exec, const Parallel2dView& sys, int batch,
-                                     const float* d, float* q)
+                                     const float* d, float* q, const float2* ready = nullptr)
 {
     const std::size_t q_bytes =
         q != nullptr
@@ -319,7 +326,8 @@ float* parallel2d_forward_for_normal(const Executor& exec, const Parallel2dView&
         exec, ScratchSlot::measurement, q_bytes + parallel2d_pair_bytes(sys, std::min(batch, 4)),
         false));
     float* qq = q != nullptr ? q : reinterpret_cast<float*>(base);
-    parallel2d_apply(exec, sys, batch, d, qq, nullptr, reinterpret_cast<float2*>(base + q_bytes));
+    parallel2d_apply(exec, sys, batch, d, qq, nullptr, reinterpret_cast<float2*>(base + q_bytes),
+                     ready);
     return qq;
 }
 
@@ -387,7 +395,8 @@ void normal_apply(const Executor& exec, const SystemView& system, int batch,
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
                            View<const float> d, View<float> u, View<float> q, bool regularized,
                            const RegularizerFold& fold, View<const float> g, View<float> e,
-                           View<CgnrScalars> scalars, View<const float> x, View<float> fx)
+                           View<CgnrScalars> scalars, View<const float> x, View<float> fx,
+                           View<const float> d_cache)
 {
     const View<const float> u_in{u.data, u.size};
     const auto* sys = std::get_if<Parallel2dView>(&system);
@@ -420,10 +429,88 @@ void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int b
                           n,
                           scalars.data};
     const ReductionScratch sums = reduction_scratch(exec);
-    parallel2d_adjoint(exec, *sys, batch, parallel2d_forward_for_normal(exec, *sys, batch, d.data, q.data),
-                       u.data, [&](int first) {
-                           return p2::ReduceEpilogue<StepDotsAt>{step, sums, first};
-                       });
+    const float* forward = parallel2d_forward_for_normal(
+        exec, *sys, batch, d.data, q.data, reinterpret_cast<const float2*>(d_cache.data));
+    parallel2d_adjoint(exec, *sys, batch, forward, u.data, [&](int first) {
+        return p2::ReduceEpilogue<StepDotsAt>{step, sums, first};
+    });
+}
+
+// --- the direction's pair images ------------------------------------------------------
+
+namespace {
+
+/// Frames whose rays read pair images made from d: all of them when the
+/// batch goes a frame at a time (fewer than 4) and single frames take the
+/// pair images (lines_plan<1>, RECON_PARALLEL2D_RAYS).
+const Parallel2dView* pairs_of_d(const Executor& exec, const SystemView& system, int batch)
+{
+    const auto* sys = std::get_if<Parallel2dView>(&system);
+    if (sys == nullptr || batch >= 4 || rows_of(*sys) == 0 || cols_of(*sys) == 0) return nullptr;
+    return lines_plan<1>(exec, *sys) ? nullptr : sys;
+}
+
+dim3 pair_tiles(const Parallel2dView& sys, int batch)
+{
+    return {static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
+            static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
+            static_cast<unsigned>(batch)};
+}
+
+void check_cache(const Executor& exec, const SystemView& system, int batch, size_type size)
+{
+    const size_type want = cuda::direction_cache_size(exec, system, batch);
+    if (size != want) {
+        throw std::invalid_argument{"direction cache of " + std::to_string(size) +
+                                    " floats, the system needs " + std::to_string(want)};
+    }
+}
+
+}  // namespace
+
+size_type direction_cache_size(const Executor& exec, const SystemView& system, int batch)
+{
+    const Parallel2dView* sys = pairs_of_d(exec, system, batch);
+    return sys != nullptr ? 2 * p2::pair_frame_size(*sys) * batch : 0;
+}
+
+void direction_cache_fill(const Executor& exec, const SystemView& system, int batch,
+                          View<const float> d, View<float> cache)
+{
+    if (cache.size == 0) return;
+    check_cache(exec, system, batch, cache.size);
+    const Parallel2dView& sys = *pairs_of_d(exec, system, batch);
+    p2::parallel2d_pairs_kernel<<<pair_tiles(sys, batch), dim3{p2::pair_tile, p2::pair_tile}, 0,
+                                  stream_of(exec)>>>(sys, d.data,
+                                                     reinterpret_cast<float2*>(cache.data));
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
+void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,
+                                View<const float> g, View<float> d, View<float> cache,
+                                View<CgnrScalars> scalars, bool regularized,
+                                const RegularizerPrepare& prepare)
+{
+    if (cache.size == 0) {
+        if (regularized) {
+            cuda::cgnr_step_direction_folded(exec, batch, g, d, scalars, prepare);
+        } else {
+            cuda::cgnr_step_direction(exec, batch, g, d, scalars);
+        }
+        return;
+    }
+    check_cache(exec, system, batch, cache.size);
+    const Parallel2dView& sys = *pairs_of_d(exec, system, batch);
+    auto* pairs = reinterpret_cast<float2*>(cache.data);
+    const dim3 grid = pair_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
+    if (regularized) {
+        p2::parallel2d_direction_kernel<true><<<grid, block, 0, stream_of(exec)>>>(
+            sys, batch, g.data, d.data, pairs, scalars.data, prepare);
+    } else {
+        p2::parallel2d_direction_kernel<false><<<grid, block, 0, stream_of(exec)>>>(
+            sys, batch, g.data, d.data, pairs, scalars.data, RegularizerPrepare{});
+    }
+    RECON_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace recon::kernels::cuda

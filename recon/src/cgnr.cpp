@@ -85,6 +85,9 @@ CgnrSolver::CgnrSolver(const SystemModel& system, Regularizer regularizer, Solve
     if (options_.form == CgnrForm::cgls1) q_ = kn::Array<float>{exec_, m};
     h_ = kn::Array<float>{exec_, n};
     d_ = kn::Array<float>{exec_, n};
+    if (const size_type cache = kn::direction_cache_size(exec_, view_, batch_); cache > 0) {
+        d_cache_ = kn::Array<float>{exec_, cache};
+    }
     u_ = kn::Array<float>{exec_, n};
     if (!regularizer_.empty()) {
         g_ = kn::Array<float>{exec_, n};
@@ -133,6 +136,7 @@ void CgnrSolver::initialize()
     kn::apply_adjoint(exec_, view_, batch_, in(b_.view()), u_.view());
     // d0 = −g0
     kn::cgnr_init(exec_, params_, batch_, in(g), in(u_.view()), d_.view(), scalars_.view());
+    kn::direction_cache_fill(exec_, view_, batch_, in(d_.view()), d_cache_.view());
 }
 
 void CgnrSolver::iterate(int k)
@@ -158,7 +162,7 @@ void CgnrSolver::iterate(int k)
     kn::cgnr_step_normal_dots(exec_, view_, batch_, in(d_.view()), u_.view(),
                               cgls1 ? q_.view() : View<float>{}, regularized,
                               fold(u_.view(), d_.view()), in(g), e, scalars_.view(),
-                              in(x_.view()), fx);
+                              in(x_.view()), fx, in(d_cache_.view()));
     if (one_pass) {
         // α_k;  x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;
         // g_{k+1} = h_k + F(x_k, x_k) + α_k e_k = h_{k+1} + F(x_k, x_{k+1})
@@ -187,15 +191,12 @@ void CgnrSolver::iterate(int k)
             kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
         }
     }
-    // d_{k+1} = −g_{k+1} + β_k d_k;  the lag moves on: the state of
-    // F(x_{k+1}, ·) for the next iteration, in the same pass
-    if (regularized) {
-        kn::cgnr_step_direction_folded(
-            exec_, batch_, in(g), d_.view(), scalars_.view(),
-            kn::RegularizerPrepare{regularizer_.terms(), grid_, in(x_.view()), state_.view()});
-    } else {
-        kn::cgnr_step_direction(exec_, batch_, in(g), d_.view(), scalars_.view());
-    }
+    // d_{k+1} = −g_{k+1} + β_k d_k (and the system's copy of d);  the lag
+    // moves on: the state of F(x_{k+1}, ·) for the next iteration, in the
+    // same pass
+    kn::cgnr_step_direction_cached(
+        exec_, view_, batch_, in(g), d_.view(), d_cache_.view(), scalars_.view(), regularized,
+        kn::RegularizerPrepare{regularizer_.terms(), grid_, in(x_.view()), state_.view()});
 }
 
 bool CgnrSolver::any_running() const

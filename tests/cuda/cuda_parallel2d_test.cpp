@@ -1,7 +1,8 @@
 // The parallel-beam GPU products (ray-driven A x over staged image lines and
 // over pair images, each forced and as `auto` picks them, the pixel-driven
 // Aᵀ y over per-tile tables, the fused Aᵀ(A d), the residual, the dot step
-// summed in the adjoint's epilogue)
+// summed in the adjoint's epilogue, the direction step that keeps the pair
+// images of d)
 // against the CPU backend on fresh random inputs, and the adjoint identity
 // on the GPU alone. Geometries that stress the kernels' shortcuts: non-square
 // images, bins != nx, centre offsets (rays that miss the image), angles at
@@ -295,6 +296,134 @@ TEST(Parallel2dGpuNormalDots, OtherSystemsTakeTheProductThenTheStep)
     const kernels::ImageGrid grid{37, 29};
     const Synthetic model{2000, grid.size(), 11000, seed};
     expect_normal_dots_match_the_cpu(model, grid, 5, rng);
+}
+
+/// The direction step that keeps the rays' pair images of d
+/// (cgnr_step_direction_cached), two steps in a row, against the plain GPU
+/// steps: d and the regularizer state bit for bit, the pair images bit for
+/// bit equal to ones made afresh from the new d (so each tile's halo, read
+/// from its own old entries, was right), and the normal product from them
+/// equal to the one that makes its own. d against the CPU's step within
+/// rounding. Frame 1 has stopped: its d and pair images stay.
+class Parallel2dGpuDirectionCache : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Parallel2dGpuDirectionCache, KeepsThePairImagesOfD)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Geometry geo = geometries()[GetParam().geometry];
+    SCOPED_TRACE(geo.name);
+    const int batch = GetParam().batch;
+    const Parallel2d model{geo.nx, geo.ny, geo.bins, geo.angles, geo.center_offset};
+    const kernels::ImageGrid grid{geo.nx, geo.ny};
+    const auto gpu_view = model.view(gpu());
+    const Executor cpu = Executor::cpu();
+    const std::size_t len = static_cast<std::size_t>(grid.size()) * batch;
+    const size_type cache_size = kernels::direction_cache_size(gpu(), gpu_view, batch);
+    ASSERT_GT(cache_size, 0) << "single frames' rays read pair images";
+
+    kernels::RegularizerTerms terms;
+    terms.count = 2;
+    terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
+    terms.term[1] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
+    const auto state_size =
+        static_cast<std::size_t>(kernels::regularizer_state_size(terms, grid, batch));
+    std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
+    std::uniform_real_distribution<double> beta{0.2, 1.5};
+    for (auto& sc : scalars) sc.beta = beta(rng);
+    if (batch > 1) scalars[1].status = SolveStatus::converged;
+    kernels::Array<kernels::CgnrScalars> ds{gpu(), scalars};
+
+    auto d = test::random_vector(len, rng);
+    auto d_cached = upload(d), d_plain = upload(d);
+    auto cache = poisoned(static_cast<std::size_t>(cache_size));
+    kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(d_cached), cache.view());
+    for (int step = 0; step < 2; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step));
+        const bool regularized = step == 1;
+        const auto g = upload(test::random_vector(len, rng));
+        const auto x = upload(test::random_vector(len, rng));
+        auto state_cached = poisoned(state_size), state_plain = poisoned(state_size);
+        kernels::cgnr_step_direction_cached(
+            gpu(), gpu_view, batch, cview(g), d_cached.view(), cache.view(), ds.view(),
+            regularized, {terms, grid, cview(x), state_cached.view()});
+        if (regularized) {
+            kernels::cgnr_step_direction_folded(gpu(), batch, cview(g), d_plain.view(), ds.view(),
+                                                {terms, grid, cview(x), state_plain.view()});
+            EXPECT_EQ(state_cached.to_host(), state_plain.to_host()) << "state";
+        } else {
+            kernels::cgnr_step_direction(gpu(), batch, cview(g), d_plain.view(), ds.view());
+        }
+        auto want = scalars;
+        kernels::cgnr_step_direction(cpu, batch, cview_of(g.to_host()), view_of(d), view_of(want));
+        expect_close(d_cached.to_host(), d, 1e-6, "d = -g + beta d, against the CPU");
+        ASSERT_EQ(d_cached.to_host(), d_plain.to_host()) << "d, against the plain step";
+        auto fresh = poisoned(static_cast<std::size_t>(cache_size));
+        kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(d_cached), fresh.view());
+        ASSERT_EQ(cache.to_host(), fresh.to_host()) << "pair images, against ones made afresh";
+    }
+
+    // The normal product and dot step reading the pair images, against the
+    // same making its own.
+    const auto g = upload(test::random_vector(len, rng));
+    std::vector<std::vector<float>> u;
+    for (const bool from_cache : {true, false}) {
+        auto du = poisoned(len);
+        kernels::Array<kernels::CgnrScalars> scratch{gpu(), scalars};
+        kernels::cgnr_step_normal_dots(gpu(), gpu_view, batch, cview(d_cached), du.view(), {},
+                                       false, kernels::RegularizerFold{}, cview(g), {},
+                                       scratch.view(), {}, {},
+                                       from_cache ? cview(cache) : kernels::View<const float>{});
+        u.push_back(du.to_host());
+    }
+    EXPECT_EQ(u[0], u[1]) << "u from the kept pair images";
+}
+
+std::vector<Case> direction_cache_cases()
+{
+    std::vector<Case> all;
+    for (std::size_t g = 0; g < geometries().size(); ++g) {
+        for (int batch : {1, 3}) all.push_back({g, batch, "auto"});
+    }
+    return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpuDirectionCache,
+                         ::testing::ValuesIn(direction_cache_cases()), [](const auto& info) {
+                             return geometries()[info.param.geometry].name + "_batch" +
+                                    std::to_string(info.param.batch);
+                         });
+
+TEST(Parallel2dGpuDirectionCache, IsKeptOnlyWhereTheRaysReadPairImages)
+{
+    // 4 frames go through the staged lines (or make their own pair images);
+    // other systems have no copy of d; a cache of the wrong size is a clear
+    // error.
+    RECON_REQUIRE_GPU();
+    const Parallel2d model{40, 30, 33, spread_angles(12, 2.0), 0.0};
+    const auto gpu_view = model.view(gpu());
+    EXPECT_GT(kernels::direction_cache_size(gpu(), gpu_view, 1), 0);
+    EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 4), 0);
+    EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 5), 0);
+    {
+        const RaysMode lines{"lines"};
+        EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 1), 0);
+    }
+    const Synthetic synthetic{500, 300, 2000, 7};
+    EXPECT_EQ(kernels::direction_cache_size(gpu(), synthetic.view(gpu()), 1), 0);
+    const auto size = static_cast<std::size_t>(kernels::direction_cache_size(gpu(), gpu_view, 2));
+    auto d = poisoned(static_cast<std::size_t>(model.cols()) * 2);
+    auto wrong = poisoned(size - 2);
+    try {
+        kernels::direction_cache_fill(gpu(), gpu_view, 2, cview(d), wrong.view());
+        FAIL() << "a cache of the wrong size was taken";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string{e.what()}.find("direction cache of " + std::to_string(size - 2)),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 /// The products of one frame do not depend on the frames batched with it:

@@ -228,8 +228,9 @@ TEST(GpuSolverLimits, AutomaticLaunchTakesThePersistentKernelWhereItWasMeasuredF
 
 /// Full solves (both forms, batch 2, a regularizer) small enough for
 /// compute-sanitizer; one test per launch so each can be checked alone. The
-/// graph and host loop also solve a parallel-beam model with TV, 4 + 1
-/// frames (the dot step in the adjoint's epilogue).
+/// graph and host loop also solve a parallel-beam model with TV: 4 + 1
+/// frames (the dot step in the adjoint's epilogue) and 2 frames (the
+/// direction step keeping the rays' pair images of d).
 void sanitize_solves(SolveLaunch launch)
 {
     const auto seed = test::fresh_seed();
@@ -242,7 +243,10 @@ void sanitize_solves(SolveLaunch launch)
         int batch;
     };
     std::vector<Problem> problems{{synthetic, "tikhonov:0.01", 2}};
-    if (launch != SolveLaunch::persistent) problems.push_back({parallel, "tv:0.02,nonneg:2", 5});
+    if (launch != SolveLaunch::persistent) {
+        problems.push_back({parallel, "tv:0.02,nonneg:2", 5});
+        problems.push_back({parallel, "tv:0.02,nonneg:2", 2});  // the pair images of d kept
+    }
     for (const auto& [model, regularizer, batch] : problems) {
         const auto b = test::random_vector(static_cast<std::size_t>(batch) * model.rows(), rng);
         for (auto form : {CgnrForm::fused, CgnrForm::cgls1}) {

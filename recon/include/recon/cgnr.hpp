@@ -155,6 +155,7 @@ private:
     kernels::Array<float> b_, x_;      // input, image
     kernels::Array<float> r_, q_;      // measurement space: residual, A d
     kernels::Array<float> h_, g_, d_;  // Aᵀr, gradient, direction
+    kernels::Array<float> d_cache_;    // d in the system's own layout, where it keeps one
     kernels::Array<float> u_, e_;      // Aᵀ A d, u + F(x, d)
     kernels::Array<float> state_;      // regularizer state from the lagged image
     kernels::Array<float> fx_;         // F(x, x), for the fused form's one-pass x, h, g step
