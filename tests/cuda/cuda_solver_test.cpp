@@ -263,6 +263,37 @@ void sanitize_solves(SolveLaunch launch)
     }
 }
 
+TEST(GpuSolverThreads, TwoWorkersOnOneGpuSolveConcurrentlyAndExactly)
+{
+    // Two threads, each with its own solver on the same device and the
+    // default (per-thread) stream, as two pipeline workers are: each must get
+    // exactly what it gets alone.
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{20000, 1500, 120000, seed};
+    SolverOptions o;
+    o.max_iterations = 60;
+    o.launch = SolveLaunch::graph;
+    std::vector<std::vector<float>> b, alone(2), together(2);
+    for (int w = 0; w < 2; ++w) b.push_back(test::random_vector(model.rows(), rng));
+    for (int w = 0; w < 2; ++w) alone[w] = solve_cgnr(model, Regularizer{}, o, gpu(), b[w]);
+    std::vector<FrameResult> results(2);
+    auto work = [&](int w) {
+        for (int repeat = 0; repeat < 5; ++repeat) {
+            together[w] = solve_cgnr(model, Regularizer{}, o, gpu(), b[w], {}, &results[w]);
+        }
+    };
+    std::thread first{work, 0}, second{work, 1};
+    first.join();
+    second.join();
+    for (int w = 0; w < 2; ++w) {
+        EXPECT_EQ(results[w].iterations, 60) << "worker " << w;
+        EXPECT_LE(test::rel_error(together[w], alone[w]), 1e-6) << "worker " << w;
+    }
+}
+
 TEST(GpuSolverSanitize, HostLoop)
 {
     RECON_REQUIRE_GPU();
