@@ -174,6 +174,17 @@ void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int b
                    scalars, x, fx, d_cache);
 }
 
+void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
+                                const CgnrParams& params, int batch, View<float> d,
+                                View<const float> u, View<const float> e, View<const float> fx,
+                                View<float> x, View<float> h, View<float> g, View<float> cache,
+                                View<CgnrScalars> scalars, bool regularized,
+                                const RegularizerPrepare& prepare)
+{
+    RECON_DISPATCH(cgnr_step_update_direction, exec, system, params, batch, d, u, e, fx, x, h, g,
+                   cache, scalars, regularized, prepare);
+}
+
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,
                                 View<const float> g, View<float> d, View<float> cache,
                                 View<CgnrScalars> scalars, bool regularized,

@@ -79,6 +79,19 @@ void cgnr_step_direction_cached(const Executor& exec, const SystemView&, int bat
     }
 }
 
+void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
+                                const CgnrParams& params, int batch, View<float> d,
+                                View<const float> u, View<const float> e, View<const float> fx,
+                                View<float> x, View<float> h, View<float> g, View<float> cache,
+                                View<CgnrScalars> scalars, bool regularized,
+                                const RegularizerPrepare& prepare)
+{
+    cpu::cgnr_step_update_beta(exec, params, batch, View<const float>{d.data, d.size}, u, e, fx,
+                               x, h, g, scalars);
+    cpu::cgnr_step_direction_cached(exec, system, batch, View<const float>{g.data, g.size}, d,
+                                    cache, scalars, regularized, prepare);
+}
+
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
                            View<const float> d, View<float> u, View<float> q, bool regularized,
                            const RegularizerFold& fold, View<const float> g, View<float> e,

@@ -134,18 +134,7 @@ struct UpdateBetaOp {
         float alpha = 0.0f;
         if (!frame_alpha(s, frame, alpha)) return {0.0, 0.0};
         const size_type k = frame * n + i;
-        const float hk = h[k];
-        x[k] += alpha * d[k];
-        const float hn = hk + alpha * u[k];
-        h[k] = hn;
-        float gk = hn;
-        if (fx != nullptr) {
-            gk = hk + fx[k] + alpha * e[k];
-            g[k] = gk;
-        } else if (g != h) {
-            g[k] = gk;
-        }
-        const double gd = gk;
+        const double gd = update_at(k, alpha, d, u, e, fx, x, h, g);
         return {gd * e[k], gd * gd};
     }
     __device__ void finish(int frame, double ge, double gg) const

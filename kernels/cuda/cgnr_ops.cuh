@@ -22,6 +22,26 @@ __device__ __forceinline__ float direction_at(float g, float beta, float d)
     return fmaf(beta, d, -g);
 }
 
+/// The fused form's one-pass update at element k with the frame's α:
+/// x += α d; h_{k+1} = h_k + α u; g = h_k + fx + α e with fx, else
+/// g = h_{k+1} (stored apart only where g is not h). Returns g.
+__device__ __forceinline__ float update_at(size_type k, float alpha, const float* d,
+                                           const float* u, const float* e, const float* fx,
+                                           float* x, float* h, float* g)
+{
+    const float hk = h[k];
+    x[k] += alpha * d[k];
+    const float hn = hk + alpha * u[k];
+    h[k] = hn;
+    if (fx != nullptr) {
+        const float gk = hk + fx[k] + alpha * e[k];
+        g[k] = gk;
+        return gk;
+    }
+    if (g != h) g[k] = hn;
+    return hn;
+}
+
 /// base + Σ F(p, fold.v) at element i of a frame, for a given base value.
 __device__ __forceinline__ float fold_at(const RegularizerFold& fold, int batch, int frame,
                                          size_type i, float base)

@@ -41,7 +41,7 @@ inline unsigned blocks_for(long long work, int threads, long long cap = 1 << 20)
 /// that must grow is replaced and the old one is kept until exit, because a
 /// captured graph may still refer to it. With `zeroed`, new memory is
 /// cleared by a kernel queued on the stream (legal under graph capture).
-enum class ScratchSlot { reduction, measurement, count_ };
+enum class ScratchSlot { reduction, measurement, block_sums, count_ };
 void* scratch(const Executor& exec, ScratchSlot slot, std::size_t bytes, bool zeroed);
 
 /// Per-frame reduction accumulators (two doubles) and block tickets: sized

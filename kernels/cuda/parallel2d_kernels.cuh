@@ -242,41 +242,29 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     write_pairs(v, tile, x0, y0, pairs + static_cast<size_type>(blockIdx.z) * pair_frame_size(v));
 }
 
-/// The direction step d = −g + β d of the frames still running (blockIdx.z)
-/// that keeps their pair images up to date as well, a tile per block, so
-/// that the rays need not make them every iteration. The halo to the right
-/// and below is d's next value there, formed here from g and the halo's old
-/// d, which is read from this tile's own entries of the old pair images (the
+/// d = −g + β d over the calling block's tile of one frame, and the tile's
+/// entries of the pair images of d from the new values (the block's
+/// pair_tile x pair_tile threads, every one). The halo to the right and
+/// below is d's next value there, formed here from g and the halo's old d,
+/// which is read from this tile's own entries of the old pair images (the
 /// second pixel of its last column's and last row's entries): the
-/// neighbouring tile may already have moved d there. WithState: in the same
-/// pass the state of every frame from prepare.p, as regularizer_prepare.
-template <bool WithState>
-__global__ void __launch_bounds__(pair_tile * pair_tile)
-    parallel2d_direction_kernel(Parallel2dView v, int batch, const float* __restrict__ g,
-                                float* __restrict__ d, float2* __restrict__ pairs,
-                                const CgnrScalars* __restrict__ s, RegularizerPrepare prepare)
+/// neighbouring tile may already have moved d there.
+__device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
+                                                    float beta, const float* __restrict__ g,
+                                                    float* __restrict__ d,
+                                                    float2* __restrict__ pairs)
 {
     __shared__ PairTile tile;
-    const int frame = blockIdx.z;
     const index_t nx = v.nx, ny = v.ny;
     const size_type n = static_cast<size_type>(nx) * ny;
     const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
     const index_t ix = x0 + threadIdx.x, iy = y0 + threadIdx.y;
-    const bool inside = ix < nx && iy < ny;
-    if constexpr (WithState) {
-        if (inside) {
-            terms_prepare(prepare.terms, prepare.state.data, batch, frame,
-                          prepare.p.data + frame * n, prepare.grid, ix, iy);
-        }
-    }
-    if (s[frame].status != SolveStatus::running) return;  // uniform over the block
-    const float beta = static_cast<float>(s[frame].beta);
     const float* gf = g + frame * n;
     float* df = d + frame * n;
     float2* rows = pairs + static_cast<size_type>(frame) * pair_frame_size(v);
     const float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
     float own = 0.0f;
-    if (inside) {
+    if (ix < nx && iy < ny) {
         const size_type k = static_cast<size_type>(iy) * nx + ix;
         own = direction_at(gf[k], beta, df[k]);
         df[k] = own;
@@ -303,6 +291,146 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     }
     __syncthreads();  // every old entry this tile reads is read before it is written
     write_pairs(v, tile, x0, y0, rows);
+}
+
+/// The direction step d = −g + β d of the frames still running (blockIdx.z)
+/// that keeps their pair images up to date as well (move_direction_tile), a
+/// tile per block, so that the rays need not make them every iteration.
+/// WithState: in the same pass the state of every frame from prepare.p, as
+/// regularizer_prepare.
+template <bool WithState>
+__global__ void __launch_bounds__(pair_tile * pair_tile)
+    parallel2d_direction_kernel(Parallel2dView v, int batch, const float* __restrict__ g,
+                                float* __restrict__ d, float2* __restrict__ pairs,
+                                const CgnrScalars* __restrict__ s, RegularizerPrepare prepare)
+{
+    const int frame = blockIdx.z;
+    const index_t nx = v.nx, ny = v.ny;
+    const size_type n = static_cast<size_type>(nx) * ny;
+    const index_t ix = blockIdx.x * pair_tile + threadIdx.x;
+    const index_t iy = blockIdx.y * pair_tile + threadIdx.y;
+    const bool inside = ix < nx && iy < ny;
+    if constexpr (WithState) {
+        if (inside) {
+            terms_prepare(prepare.terms, prepare.state.data, batch, frame,
+                          prepare.p.data + frame * n, prepare.grid, ix, iy);
+        }
+    }
+    if (s[frame].status != SolveStatus::running) return;  // uniform over the block
+    move_direction_tile(v, frame, static_cast<float>(s[frame].beta), g, d, pairs);
+}
+
+/// The vectors of the fused form's one-pass step (cgnr_step_update_beta)
+/// and the direction step that follows it, for parallel2d_step_kernel.
+struct StepVectors {
+    const float* u;
+    const float* e;
+    const float* fx;  // null without a regularizer: g is h_{k+1}
+    float* d;
+    float* x;
+    float* h;
+    float* g;  // may be h without a regularizer
+    float2* pairs;
+};
+
+/// cgnr_step_update_beta and then the direction step of
+/// parallel2d_direction_kernel in one cooperative launch, a tile of one
+/// frame (blockIdx.z) per block, for frames whose pair images are kept:
+/// (1) α from the frame's scalars (thread 0, shared); x, h and g of the
+/// tile's pixels; the block's sums of gᵀe and ‖g‖² into partials; (2) a
+/// grid-wide sync; (3) every block sums its frame's partials in one fixed
+/// order (so all blocks get the same bits) and runs cgnr_scalars_alpha and
+/// cgnr_scalars_end on the copy of the scalars it took before the sync (the
+/// first tile stores the result), then moves d and its pair images with β,
+/// the halo's g being the neighbours' new one; WithState: the state of every
+/// frame from the new x. The same operations as the two launches it
+/// replaces, and one grid sync instead of a kernel boundary.
+template <bool WithState>
+__global__ void __launch_bounds__(pair_tile * pair_tile)
+    parallel2d_step_kernel(Parallel2dView v, CgnrParams params, int batch, StepVectors w,
+                           CgnrScalars* s, RegularizerPrepare prepare, double2* partials)
+{
+    constexpr int threads = pair_tile * pair_tile;
+    constexpr int warps = threads / 32;
+    __shared__ CgnrScalars before;  // the frame's scalars at the start
+    __shared__ double2 warp_sums[warps];
+    __shared__ float alpha, beta;
+    __shared__ bool steps, moves;
+    const int frame = blockIdx.z;
+    const int t = threadIdx.y * pair_tile + threadIdx.x;
+    const index_t nx = v.nx, ny = v.ny;
+    const size_type n = static_cast<size_type>(nx) * ny;
+    const index_t ix = blockIdx.x * pair_tile + threadIdx.x;
+    const index_t iy = blockIdx.y * pair_tile + threadIdx.y;
+    const bool inside = ix < nx && iy < ny;
+    const size_type k = frame * n + static_cast<size_type>(iy) * nx + ix;
+    const unsigned tiles = gridDim.x * gridDim.y;
+    const unsigned tile_index = blockIdx.y * gridDim.x + blockIdx.x;
+
+    // (1) α; x, h, g; this tile's gᵀe and ‖g‖²
+    if (t == 0) {
+        before = s[frame];
+        CgnrScalars local = before;
+        steps = running(s, frame) && cgnr_scalars_alpha(local);
+        alpha = static_cast<float>(local.alpha);
+    }
+    __syncthreads();
+    double2 sum{0.0, 0.0};
+    if (steps && inside) {
+        const double gd = update_at(k, alpha, w.d, w.u, w.e, w.fx, w.x, w.h, w.g);
+        sum = {gd * w.e[k], gd * gd};
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        sum.x += __shfl_down_sync(0xffffffffu, sum.x, offset);
+        sum.y += __shfl_down_sync(0xffffffffu, sum.y, offset);
+    }
+    if (t % 32 == 0) warp_sums[t / 32] = sum;
+    __syncthreads();
+    if (t == 0) {
+        double2 block{0.0, 0.0};
+        for (int i = 0; i < warps; ++i) {
+            block.x += warp_sums[i].x;
+            block.y += warp_sums[i].y;
+        }
+        partials[static_cast<size_type>(frame) * tiles + tile_index] = block;
+    }
+
+    // (2)
+    cooperative_groups::this_grid().sync();
+
+    // (3) β and the stop tests, every block alike
+    if (t < 32) {
+        double2 total{0.0, 0.0};
+        for (unsigned i = t; i < tiles; i += 32) {
+            const double2 p = partials[static_cast<size_type>(frame) * tiles + i];
+            total.x += p.x;
+            total.y += p.y;
+        }
+        for (int offset = 16; offset > 0; offset /= 2) {
+            total.x += __shfl_down_sync(0xffffffffu, total.x, offset);
+            total.y += __shfl_down_sync(0xffffffffu, total.y, offset);
+        }
+        if (t == 0) {
+            CgnrScalars local = before;
+            if (local.status == SolveStatus::running && cgnr_scalars_alpha(local)) {
+                cgnr_scalars_end(local, params, total.x, total.y);
+            }
+            if (tile_index == 0 && before.status == SolveStatus::running) s[frame] = local;
+            moves = local.status == SolveStatus::running;
+            beta = static_cast<float>(local.beta);
+        }
+    }
+    if constexpr (WithState) {
+        if (inside) {
+            terms_prepare(prepare.terms, prepare.state.data, batch, frame,
+                          prepare.p.data + frame * n, prepare.grid, ix, iy);
+        }
+    }
+    __syncthreads();
+    if (!moves) return;  // uniform over the block
+
+    // d = −g + β d and its pair images; the halo's g is the neighbours' new one
+    move_direction_tile(v, frame, beta, w.g, w.d, w.pairs);
 }
 
 constexpr int ray_segments = 4;  // warps per ray group; each takes a quarter of every ray

@@ -486,6 +486,81 @@ void direction_cache_fill(const Executor& exec, const SystemView& system, int ba
     RECON_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+/// RECON_PARALLEL2D_STEP (for comparing): `auto` (default) takes
+/// parallel2d_step_kernel where it can run, `split` the two launches it
+/// replaces.
+bool split_step()
+{
+    const char* value = std::getenv("RECON_PARALLEL2D_STEP");
+    if (value == nullptr || std::string_view{value} == "auto") return false;
+    if (std::string_view{value} == "split") return true;
+    throw std::invalid_argument{
+        std::string{"RECON_PARALLEL2D_STEP: expected auto or split, found '"} + value + "'"};
+}
+
+/// parallel2d_step_kernel as one cooperative launch, or false where its
+/// blocks cannot all be resident at once (or the device has no cooperative
+/// launch): the caller then takes the two launches it replaces.
+template <bool WithState>
+bool launch_step(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
+                 int batch, const p2::StepVectors& vectors, CgnrScalars* scalars,
+                 const RegularizerPrepare& prepare)
+{
+    auto kernel = p2::parallel2d_step_kernel<WithState>;
+    const dim3 grid = pair_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
+    const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
+    int per_sm = 0;
+    RECON_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, kernel, static_cast<int>(block.x * block.y), 0));
+    if (device_attribute(exec, cudaDevAttrCooperativeLaunch) == 0 ||
+        static_cast<long long>(per_sm) * sm_count(exec) < blocks) {
+        return false;
+    }
+    auto* partials = static_cast<double2*>(
+        scratch(exec, ScratchSlot::block_sums, sizeof(double2) * blocks, false));
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.stream = stream_of(exec);
+    cudaLaunchAttribute cooperative{};
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    config.attrs = &cooperative;
+    config.numAttrs = 1;
+    RECON_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, sys, params, batch, vectors, scalars,
+                                      prepare, partials));
+    return true;
+}
+
+}  // namespace
+
+void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
+                                const CgnrParams& params, int batch, View<float> d,
+                                View<const float> u, View<const float> e, View<const float> fx,
+                                View<float> x, View<float> h, View<float> g, View<float> cache,
+                                View<CgnrScalars> scalars, bool regularized,
+                                const RegularizerPrepare& prepare)
+{
+    if (cache.size != 0 && !split_step()) {
+        check_cache(exec, system, batch, cache.size);
+        const Parallel2dView& sys = *pairs_of_d(exec, system, batch);
+        const p2::StepVectors vectors{u.data, e.data, fx.data, d.data, x.data, h.data, g.data,
+                                      reinterpret_cast<float2*>(cache.data)};
+        const bool launched =
+            regularized
+                ? launch_step<true>(exec, sys, params, batch, vectors, scalars.data, prepare)
+                : launch_step<false>(exec, sys, params, batch, vectors, scalars.data,
+                                     RegularizerPrepare{});
+        if (launched) return;
+    }
+    cuda::cgnr_step_update_beta(exec, params, batch, View<const float>{d.data, d.size}, u, e, fx,
+                                x, h, g, scalars);
+    cuda::cgnr_step_direction_cached(exec, system, batch, View<const float>{g.data, g.size}, d,
+                                     cache, scalars, regularized, prepare);
+}
+
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,
                                 View<const float> g, View<float> d, View<float> cache,
                                 View<CgnrScalars> scalars, bool regularized,

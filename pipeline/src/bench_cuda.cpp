@@ -385,6 +385,16 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
         table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
     }
     {
+        // The one-pass update and β step, then the direction step, as two
+        // launches instead of one cooperative launch (RECON_PARALLEL2D_STEP).
+        setenv("RECON_PARALLEL2D_STEP", "split", 1);
+        const SolveCase c{"ours one launch (graph), on the fly, TV, update and direction split",
+                          &fly, tv, options(SolveLaunch::graph)};
+        const SolveOutcome o = run_solver(c, exec, 1, b, reps);
+        unsetenv("RECON_PARALLEL2D_STEP");
+        table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
+    }
+    {
         // The 4 sensors' frames together: each product one pass over the rays.
         const SolveCase c{"4 frames together, graph, on the fly, TV", &fly, tv,
                           options(SolveLaunch::graph)};

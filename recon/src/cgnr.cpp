@@ -163,40 +163,43 @@ void CgnrSolver::iterate(int k)
                               cgls1 ? q_.view() : View<float>{}, regularized,
                               fold(u_.view(), d_.view()), in(g), e, scalars_.view(),
                               in(x_.view()), fx, in(d_cache_.view()));
+    // The state of F(x_{k+1}, ·) for the next iteration (the lag moves on),
+    // made in the direction step's pass.
+    const kn::RegularizerPrepare prepare{regularizer_.terms(), grid_, in(x_.view()),
+                                         state_.view()};
     if (one_pass) {
         // α_k;  x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;
         // g_{k+1} = h_k + F(x_k, x_k) + α_k e_k = h_{k+1} + F(x_k, x_{k+1})
-        // (F is linear in its second argument);  β_k and the stop tests
-        kn::cgnr_step_update_beta(exec_, params_, batch_, in(d_.view()), in(u_.view()), in(e),
-                                  in(fx), x_.view(), h_.view(), g, scalars_.view());
-    } else {
-        // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
-        // fused form: h_{k+1} = h_k + α_k u_k
-        kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(),
-                             cgls1 ? View<float>{} : h_.view(), scalars_.view());
-        if (cgls1) {
-            // r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}
-            kn::cgnr_update_residual(exec_, batch_, in(q_.view()), r_.view(), scalars_.view());
-            kn::apply_adjoint(exec_, view_, batch_, in(r_.view()), h_.view());
-        } else {
-            // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b), against CGLS2 drift
-            form_data_gradient();
-        }
-        // g_{k+1} = h_{k+1} + F(x_k, x_{k+1})   (state still lagged at x_k);
-        // β_k = g_{k+1}ᵀ e_k / f_k; stop at max_iter or ‖g_{k+1}‖ ≤ tol ‖g_0‖   (one pass)
-        if (regularized) {
-            kn::cgnr_step_beta_folded(exec_, params_, batch_, fold(h_.view(), x_.view()), in(e), g,
-                                      scalars_.view());
-        } else {
-            kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
-        }
+        // (F is linear in its second argument);  β_k and the stop tests;
+        // d_{k+1} = −g_{k+1} + β_k d_k and the state   (one or two launches)
+        kn::cgnr_step_update_direction(exec_, view_, params_, batch_, d_.view(), in(u_.view()),
+                                       in(e), in(fx), x_.view(), h_.view(), g, d_cache_.view(),
+                                       scalars_.view(), regularized, prepare);
+        return;
     }
-    // d_{k+1} = −g_{k+1} + β_k d_k (and the system's copy of d);  the lag
-    // moves on: the state of F(x_{k+1}, ·) for the next iteration, in the
-    // same pass
-    kn::cgnr_step_direction_cached(
-        exec_, view_, batch_, in(g), d_.view(), d_cache_.view(), scalars_.view(), regularized,
-        kn::RegularizerPrepare{regularizer_.terms(), grid_, in(x_.view()), state_.view()});
+    // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
+    // fused form: h_{k+1} = h_k + α_k u_k
+    kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(),
+                         cgls1 ? View<float>{} : h_.view(), scalars_.view());
+    if (cgls1) {
+        // r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}
+        kn::cgnr_update_residual(exec_, batch_, in(q_.view()), r_.view(), scalars_.view());
+        kn::apply_adjoint(exec_, view_, batch_, in(r_.view()), h_.view());
+    } else {
+        // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b), against CGLS2 drift
+        form_data_gradient();
+    }
+    // g_{k+1} = h_{k+1} + F(x_k, x_{k+1})   (state still lagged at x_k);
+    // β_k = g_{k+1}ᵀ e_k / f_k; stop at max_iter or ‖g_{k+1}‖ ≤ tol ‖g_0‖   (one pass)
+    if (regularized) {
+        kn::cgnr_step_beta_folded(exec_, params_, batch_, fold(h_.view(), x_.view()), in(e), g,
+                                  scalars_.view());
+    } else {
+        kn::cgnr_step_beta(exec_, params_, batch_, in(g), in(e), scalars_.view());
+    }
+    // d_{k+1} = −g_{k+1} + β_k d_k (and the system's copy of d), and the state
+    kn::cgnr_step_direction_cached(exec_, view_, batch_, in(g), d_.view(), d_cache_.view(),
+                                   scalars_.view(), regularized, prepare);
 }
 
 bool CgnrSolver::any_running() const

@@ -307,29 +307,53 @@ TEST(Parallel2dGpuNormalDots, OtherSystemsTakeTheProductThenTheStep)
 /// rounding. Frame 1 has stopped: its d and pair images stay.
 class Parallel2dGpuDirectionCache : public ::testing::TestWithParam<Case> {};
 
+/// The set-up of the direction-cache tests: a geometry's model and image
+/// grid, the batch, TV and a sign constraint, and the sizes of the
+/// regularizer state and of the pair images kept.
+struct CachedFrames {
+    Geometry geo;
+    int batch;
+    Parallel2d model;
+    kernels::ImageGrid grid;
+    kernels::SystemView gpu_view;
+    std::size_t len;
+    kernels::RegularizerTerms terms;
+    std::size_t state_size;
+    std::size_t cache_size;
+
+    explicit CachedFrames(const Case& c)
+        : geo{geometries()[c.geometry]},
+          batch{c.batch},
+          model{geo.nx, geo.ny, geo.bins, geo.angles, geo.center_offset},
+          grid{geo.nx, geo.ny},
+          gpu_view{model.view(gpu())},
+          len{static_cast<std::size_t>(grid.size()) * batch},
+          terms{two_terms()},
+          state_size{static_cast<std::size_t>(kernels::regularizer_state_size(terms, grid, batch))},
+          cache_size{static_cast<std::size_t>(kernels::direction_cache_size(gpu(), gpu_view, batch))}
+    {
+    }
+    static kernels::RegularizerTerms two_terms()
+    {
+        kernels::RegularizerTerms t;
+        t.count = 2;
+        t.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
+        t.term[1] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
+        return t;
+    }
+};
+
 TEST_P(Parallel2dGpuDirectionCache, KeepsThePairImagesOfD)
 {
     RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
-    const Geometry geo = geometries()[GetParam().geometry];
+    const CachedFrames frames{GetParam()};
+    const auto& [geo, batch, model, grid, gpu_view, len, terms, state_size, cache_size] = frames;
     SCOPED_TRACE(geo.name);
-    const int batch = GetParam().batch;
-    const Parallel2d model{geo.nx, geo.ny, geo.bins, geo.angles, geo.center_offset};
-    const kernels::ImageGrid grid{geo.nx, geo.ny};
-    const auto gpu_view = model.view(gpu());
     const Executor cpu = Executor::cpu();
-    const std::size_t len = static_cast<std::size_t>(grid.size()) * batch;
-    const size_type cache_size = kernels::direction_cache_size(gpu(), gpu_view, batch);
-    ASSERT_GT(cache_size, 0) << "single frames' rays read pair images";
-
-    kernels::RegularizerTerms terms;
-    terms.count = 2;
-    terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
-    terms.term[1] = {kernels::RegularizerKind::nonneg, 1.5f, 0.0f};
-    const auto state_size =
-        static_cast<std::size_t>(kernels::regularizer_state_size(terms, grid, batch));
+    ASSERT_GT(cache_size, 0U) << "single frames' rays read pair images";
     std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
     std::uniform_real_distribution<double> beta{0.2, 1.5};
     for (auto& sc : scalars) sc.beta = beta(rng);
@@ -396,65 +420,134 @@ INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpuDirectionCache,
                                     std::to_string(info.param.batch);
                          });
 
-TEST(Parallel2dGpuDirectionCache, IsKeptOnlyWhereTheRaysReadPairImages)
-{
-    // 4 frames go through the staged lines (or make their own pair images);
-    // other systems have no copy of d; a cache of the wrong size is a clear
-    // error.
-    RECON_REQUIRE_GPU();
-    const Parallel2d model{40, 30, 33, spread_angles(12, 2.0), 0.0};
-    const auto gpu_view = model.view(gpu());
-    EXPECT_GT(kernels::direction_cache_size(gpu(), gpu_view, 1), 0);
-    EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 4), 0);
-    EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 5), 0);
-    {
-        const RaysMode lines{"lines"};
-        EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 1), 0);
-    }
-    const Synthetic synthetic{500, 300, 2000, 7};
-    EXPECT_EQ(kernels::direction_cache_size(gpu(), synthetic.view(gpu()), 1), 0);
-    const auto size = static_cast<std::size_t>(kernels::direction_cache_size(gpu(), gpu_view, 2));
-    auto d = poisoned(static_cast<std::size_t>(model.cols()) * 2);
-    auto wrong = poisoned(size - 2);
-    try {
-        kernels::direction_cache_fill(gpu(), gpu_view, 2, cview(d), wrong.view());
-        FAIL() << "a cache of the wrong size was taken";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string{e.what()}.find("direction cache of " + std::to_string(size - 2)),
-                  std::string::npos)
-            << e.what();
-    }
-}
-
-/// The products of one frame do not depend on the frames batched with it:
-/// frame 2 of a batch of 5 (in the 4-frame kernels) equals the same input
-/// alone (the single-frame kernels), element for element up to rounding.
-TEST(Parallel2dGpuBatch, FramesAreIndependentOfTheirBatch)
+/// The one-pass step and the direction step in one cooperative launch
+/// (cgnr_step_update_direction with the pair images of d kept), and the same
+/// call with RECON_PARALLEL2D_STEP=split, against the two steps called one
+/// after the other: x, h, g and the state bit for bit, β and ‖g‖² within
+/// the order of the sums, d within that, and the pair images equal to ones
+/// made afresh from the new d. With 3 frames, frame 1 has stopped and frame
+/// 2 breaks down (f < 0): neither moves.
+TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunches)
 {
     RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
-    const Parallel2d model{53, 40, 47, spread_angles(71, 1.5), -0.75};
-    const index_t m = model.rows(), n = model.cols();
+    const CachedFrames frames{GetParam()};
+    const auto& [geo, batch, model, grid, gpu_view, len, terms, state_size, cache_size] = frames;
+    SCOPED_TRACE(geo.name);
+    ASSERT_GT(cache_size, 0U);
+    const kernels::CgnrParams params{50, 0.0};
+    std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
+    std::uniform_real_distribution<double> dist{0.5, 2.0};
+    for (auto& sc : scalars) {
+        sc.gd = -dist(rng);
+        sc.f = dist(rng);
+        sc.gg0 = 10 * dist(rng);
+        sc.gg = dist(rng);
+        sc.iterations = 4;
+    }
+    if (batch > 2) {
+        scalars[1].status = SolveStatus::converged;
+        scalars[2].f = -1.0;
+    }
+    auto image = [&] { return test::random_vector(len, rng); };
+    const auto d = image(), u = image(), e = image(), fx = image(), x = image(), h = image(),
+               g = image();
+    const auto du = upload(u), de = upload(e), dfx = upload(fx);
+
+    for (const bool regularized : {true, false}) {
+        SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
+        struct Run {
+            kernels::Array<float> d, x, h, g, cache, state;
+            kernels::Array<kernels::CgnrScalars> s;
+        };
+        auto start = [&] {
+            Run r{upload(d), upload(x), upload(h), upload(g), poisoned(cache_size),
+                  poisoned(state_size), kernels::Array<kernels::CgnrScalars>{gpu(), scalars}};
+            kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(r.d), r.cache.view());
+            return r;
+        };
+        auto one = start(), two = start(), split = start();
+        // Without a regularizer g is h, as the solver passes it.
+        auto g_of = [&](Run& r) { return regularized ? r.g.view() : r.h.view(); };
+        const auto fx_view = regularized ? cview(dfx) : kernels::View<const float>{};
+        auto one_call = [&](Run& r) {
+            kernels::cgnr_step_update_direction(
+                gpu(), gpu_view, params, batch, r.d.view(), cview(du), cview(de), fx_view,
+                r.x.view(), r.h.view(), g_of(r), r.cache.view(), r.s.view(), regularized,
+                {terms, grid, cview(r.x), r.state.view()});
+        };
+        one_call(one);
+        {
+            // RECON_PARALLEL2D_STEP=split: the same call takes the two launches.
+            const test::ScopedEnv split_mode{"RECON_PARALLEL2D_STEP", "split"};
+            one_call(split);
+        }
+        kernels::cgnr_step_update_beta(gpu(), params, batch, cview(two.d), cview(du), cview(de),
+                                       fx_view, two.x.view(), two.h.view(), g_of(two),
+                                       two.s.view());
+        const auto g_two = g_of(two);
+        kernels::cgnr_step_direction_cached(gpu(), gpu_view, batch,
+                                            kernels::View<const float>{g_two.data, g_two.size},
+                                            two.d.view(), two.cache.view(), two.s.view(),
+                                            regularized,
+                                            {terms, grid, cview(two.x), two.state.view()});
+        for (auto* run : {&one, &split}) {
+            SCOPED_TRACE(run == &one ? "one launch" : "split");
+            EXPECT_EQ(run->x.to_host(), two.x.to_host()) << "x";
+            EXPECT_EQ(run->h.to_host(), two.h.to_host()) << "h";
+            if (regularized) {
+                EXPECT_EQ(run->g.to_host(), two.g.to_host()) << "g";
+                EXPECT_EQ(run->state.to_host(), two.state.to_host()) << "state";
+            }
+            // β's sums in double differ only in their order (between any two
+            // runs of the reduction, too).
+            const auto s1 = run->s.to_host(), s2 = two.s.to_host();
+            for (int b = 0; b < batch; ++b) {
+                SCOPED_TRACE("frame " + std::to_string(b));
+                EXPECT_EQ(s1[b].status, s2[b].status);
+                EXPECT_EQ(s1[b].iterations, s2[b].iterations);
+                EXPECT_EQ(s1[b].alpha, s2[b].alpha);
+                EXPECT_NEAR(s1[b].gg, s2[b].gg, 1e-9 * s2[b].gg);
+                // gᵀe cancels (random signs): its error scales with ‖g‖ ‖e‖.
+                const double ee = test::norm(std::vector<float>(
+                    e.begin() + b * grid.size(), e.begin() + (b + 1) * grid.size()));
+                EXPECT_NEAR(s1[b].beta, s2[b].beta,
+                            1e-9 * std::sqrt(s2[b].gg) * ee / std::abs(s2[b].f));
+            }
+            if (batch > 2) {
+                EXPECT_EQ(s1[1].status, SolveStatus::converged);
+                EXPECT_EQ(s1[2].status, SolveStatus::breakdown);
+            }
+            expect_close(run->d.to_host(), two.d.to_host(), 1e-6, "d = -g + beta d");
+            auto fresh = poisoned(cache_size);
+            kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(run->d), fresh.view());
+            EXPECT_EQ(run->cache.to_host(), fresh.to_host())
+                << "pair images, against ones made afresh";
+        }
+    }
+}
+
+TEST(Parallel2dGpuDirectionCache, AnUnknownStepModeIsAClearError)
+{
+    RECON_REQUIRE_GPU();
+    const Parallel2d model{16, 16, 16, spread_angles(4, 0.0), 0.0};
     const auto gpu_view = model.view(gpu());
-    const int batch = 5, frame = 2;
-    const auto x = test::random_vector(static_cast<std::size_t>(n) * batch, rng);
-    const auto y = test::random_vector(static_cast<std::size_t>(m) * batch, rng);
-    const std::vector<float> x1(x.begin() + frame * n, x.begin() + (frame + 1) * n);
-    const std::vector<float> y1(y.begin() + frame * m, y.begin() + (frame + 1) * m);
-    auto ax = poisoned(static_cast<std::size_t>(m) * batch), ax1 = poisoned(m);
-    auto aty = poisoned(static_cast<std::size_t>(n) * batch), aty1 = poisoned(n);
-    const auto dx = upload(x), dy = upload(y), dx1 = upload(x1), dy1 = upload(y1);
-    kernels::apply(gpu(), gpu_view, batch, cview(dx), ax.view());
-    kernels::apply(gpu(), gpu_view, 1, cview(dx1), ax1.view());
-    kernels::apply_adjoint(gpu(), gpu_view, batch, cview(dy), aty.view());
-    kernels::apply_adjoint(gpu(), gpu_view, 1, cview(dy1), aty1.view());
-    const auto h_ax = ax.to_host(), h_aty = aty.to_host();
-    expect_close(std::vector<float>(h_ax.begin() + frame * m, h_ax.begin() + (frame + 1) * m),
-                 ax1.to_host(), 1e-6, "A x, frame 2 of 5 against alone");
-    expect_close(std::vector<float>(h_aty.begin() + frame * n, h_aty.begin() + (frame + 1) * n),
-                 aty1.to_host(), 1e-6, "Aᵀ y, frame 2 of 5 against alone");
+    const std::size_t n = static_cast<std::size_t>(model.cols());
+    auto d = poisoned(n), u = poisoned(n), x = poisoned(n), h = poisoned(n);
+    auto cache = poisoned(static_cast<std::size_t>(kernels::direction_cache_size(gpu(), gpu_view, 1)));
+    kernels::Array<kernels::CgnrScalars> s{gpu(), std::vector<kernels::CgnrScalars>(1)};
+    const test::ScopedEnv mode{"RECON_PARALLEL2D_STEP", "fused"};
+    try {
+        kernels::cgnr_step_update_direction(gpu(), gpu_view, {10, 0.0}, 1, d.view(), cview(u),
+                                            cview(u), {}, x.view(), h.view(), h.view(),
+                                            cache.view(), s.view(), false, kernels::RegularizerPrepare{});
+        FAIL() << "expected an error for RECON_PARALLEL2D_STEP=fused";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string{e.what()}.find("RECON_PARALLEL2D_STEP"), std::string::npos) << e.what();
+        EXPECT_NE(std::string{e.what()}.find("'fused'"), std::string::npos) << e.what();
+    }
 }
 
 TEST(Parallel2dGpuRays, AnUnknownModeIsAClearError)
