@@ -46,6 +46,7 @@ struct StepDotsOp {
     __device__ bool active(int frame) const { return step.e != nullptr || running(step.s, frame); }
     __device__ double2 element(int frame, size_type i) const
     {
+        step.aside(frame, i);
         return step.at(frame, i, u != nullptr ? u[frame * step.n + i] : 0.0f);
     }
     __device__ void finish(int frame, double f, double gd) const { step.finish(frame, f, gd); }

@@ -63,7 +63,8 @@ __device__ __forceinline__ float fold_at(const RegularizerFold& fold, int batch,
 
 /// The dot step at element i of a frame, given u_i = (Aᵀ A d)_i. With a
 /// regularizer (e not null): e = u + Σ F(x_k, d) is written and, with fx,
-/// fx = Σ F(x_k, x_k); without, e is u. Returns the terms of f = dᵀe and
+/// fx = Σ F(x_k, x_k) (aside: it needs no u, so a kernel may give it to
+/// other threads); without, e is u. at returns the terms of f = dᵀe and
 /// gd = gᵀd; finish stores them for running frames.
 struct StepDotsAt {
     RegularizerFold fold;  // F(x_k, d): its base is u, given per element
@@ -83,10 +84,13 @@ struct StepDotsAt {
         if (e != nullptr) {
             ei = fold_at(fold, batch, frame, i, u);
             e[k] = ei;
-            if (fx != nullptr) fx[k] = fold_at(at_x, batch, frame, i);
         }
         const double di = d[k];
         return {di * ei, static_cast<double>(g[k]) * di};
+    }
+    __device__ __forceinline__ void aside(int frame, size_type i) const
+    {
+        if (e != nullptr && fx != nullptr) fx[frame * n + i] = fold_at(at_x, batch, frame, i);
     }
     __device__ void finish(int frame, double f, double gd) const
     {

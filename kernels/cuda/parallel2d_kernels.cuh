@@ -996,17 +996,25 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
     __syncthreads();
     // One (pixel, frame) per thread and pass: pixel p = (dy * 2 + dx) * 64 +
     // local of the tile, frame item / 256; the groups summed in their order.
+    // An epilogue's work aside from u (op.aside) goes to the threads that
+    // have no pixel (one frame: 256 of 512) as items after these; with no
+    // such threads, the pixel's thread does it.
     constexpr int tile_pixels = adjoint_tile * adjoint_tile;
     constexpr int block_threads = 64 * adjoint_groups;
-    constexpr int passes = (tile_pixels * BT + block_threads - 1) / block_threads;
     constexpr bool reduces = !std::is_same_v<Epilogue, NoEpilogue>;
+    constexpr int main_items = tile_pixels * BT;
+    constexpr bool aside_apart = reduces && 2 * main_items <= block_threads;
+    constexpr int items = aside_apart ? 2 * main_items : main_items;
+    constexpr int passes = (items + block_threads - 1) / block_threads;
     double2 part[passes];
 #pragma unroll
     for (int j = 0; j < passes; ++j) part[j] = double2{0.0, 0.0};
 #pragma unroll
     for (int j = 0; j < passes; ++j) {
-        const int item = t + j * block_threads;
-        if (item >= tile_pixels * BT) break;
+        int item = t + j * block_threads;
+        if (item >= items) break;
+        const bool aside = item >= main_items;
+        if (aside) item -= main_items;
         const int b = item / tile_pixels;
         const int p = item - b * tile_pixels;
         const int quad = p / group_threads;
@@ -1014,17 +1022,24 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
         const index_t ix = tx0 + (at % 8) * 2 + quad % 2;
         const index_t iy = ty0 + (at / 8) * 2 + quad / 2;
         if (ix >= v.nx || iy >= v.ny) continue;
+        const size_type i = static_cast<size_type>(iy) * v.nx + ix;
+        if (aside) {
+            if constexpr (reduces) epilogue.op.aside(epilogue.first + b, i);
+            continue;
+        }
         float sum = 0.0f;
         for (int gr = 0; gr < adjoint_groups; ++gr) {
             sum += sums[((gr * 4 + quad) * BT + b) * group_threads + at];
         }
-        const size_type i = static_cast<size_type>(iy) * v.nx + ix;
         x[static_cast<size_type>(b) * n + i] = sum;
-        if constexpr (reduces) part[j] = epilogue.op.at(epilogue.first + b, i, sum);
+        if constexpr (reduces) {
+            if constexpr (!aside_apart) epilogue.op.aside(epilogue.first + b, i);
+            part[j] = epilogue.op.at(epilogue.first + b, i, sum);
+        }
     }
     if constexpr (reduces) {
-        // A warp's items are one frame's; frame f's are warps 8 (f % 2) ..
-        // 8 (f % 2) + 7 of pass f / 2.
+        // A warp's items are one frame's (or all aside, summing zeros);
+        // frame f's are warps 8 (f % 2) .. 8 (f % 2) + 7 of pass f / 2.
         constexpr int warps = block_threads / 32;
         __shared__ double2 warp_sums[passes][warps];
 #pragma unroll
