@@ -6,7 +6,8 @@
 //
 // Grid: (blocks_per_frame, batch). With several blocks per frame the block
 // sums meet in double atomics; the last block to arrive (ticket counter)
-// finishes the frame and resets the accumulators to zero for the next call.
+// finishes the frame and resets the accumulators to zero for the next call
+// (frame_reduce_arrive, which a product kernel's epilogue uses as well).
 
 #include "launch.cuh"
 
