@@ -440,14 +440,15 @@ void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int b
 
 namespace {
 
-/// Frames whose rays read pair images made from d: all of them when the
-/// batch goes a frame at a time (fewer than 4) and single frames take the
-/// pair images (lines_plan<1>, RECON_PARALLEL2D_RAYS).
-const Parallel2dView* pairs_of_d(const Executor& exec, const SystemView& system, int batch)
+/// The parallel-beam system whose single-frame rays may read a kept copy
+/// of d as pair images: a batch that goes a frame at a time (fewer than 4).
+/// Whether the rays take them (lines_plan<1>, RECON_PARALLEL2D_RAYS) is
+/// decided per call; a kept copy is valid either way.
+const Parallel2dView* pair_layout(const SystemView& system, int batch)
 {
     const auto* sys = std::get_if<Parallel2dView>(&system);
     if (sys == nullptr || batch >= 4 || rows_of(*sys) == 0 || cols_of(*sys) == 0) return nullptr;
-    return lines_plan<1>(exec, *sys) ? nullptr : sys;
+    return sys;
 }
 
 dim3 pair_tiles(const Parallel2dView& sys, int batch)
@@ -457,29 +458,34 @@ dim3 pair_tiles(const Parallel2dView& sys, int batch)
             static_cast<unsigned>(batch)};
 }
 
-void check_cache(const Executor& exec, const SystemView& system, int batch, size_type size)
+/// The system of a non-empty cache, checked against the pair images' size.
+const Parallel2dView& cached_system(const SystemView& system, int batch, size_type size)
 {
-    const size_type want = cuda::direction_cache_size(exec, system, batch);
-    if (size != want) {
+    const Parallel2dView* sys = pair_layout(system, batch);
+    const size_type want = sys != nullptr ? 2 * p2::pair_frame_size(*sys) * batch : 0;
+    if (sys == nullptr || size != want) {
         throw std::invalid_argument{"direction cache of " + std::to_string(size) +
-                                    " floats, the system needs " + std::to_string(want)};
+                                    " floats, the system keeps " + std::to_string(want)};
     }
+    return *sys;
 }
 
 }  // namespace
 
 size_type direction_cache_size(const Executor& exec, const SystemView& system, int batch)
 {
-    const Parallel2dView* sys = pairs_of_d(exec, system, batch);
-    return sys != nullptr ? 2 * p2::pair_frame_size(*sys) * batch : 0;
+    // Kept only where the rays read it (not when single frames take the
+    // staged lines).
+    const Parallel2dView* sys = pair_layout(system, batch);
+    if (sys == nullptr || lines_plan<1>(exec, *sys)) return 0;
+    return 2 * p2::pair_frame_size(*sys) * batch;
 }
 
 void direction_cache_fill(const Executor& exec, const SystemView& system, int batch,
                           View<const float> d, View<float> cache)
 {
     if (cache.size == 0) return;
-    check_cache(exec, system, batch, cache.size);
-    const Parallel2dView& sys = *pairs_of_d(exec, system, batch);
+    const Parallel2dView& sys = cached_system(system, batch, cache.size);
     p2::parallel2d_pairs_kernel<<<pair_tiles(sys, batch), dim3{p2::pair_tile, p2::pair_tile}, 0,
                                   stream_of(exec)>>>(sys, d.data,
                                                      reinterpret_cast<float2*>(cache.data));
@@ -544,8 +550,7 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                                 const RegularizerPrepare& prepare)
 {
     if (cache.size != 0 && !split_step()) {
-        check_cache(exec, system, batch, cache.size);
-        const Parallel2dView& sys = *pairs_of_d(exec, system, batch);
+        const Parallel2dView& sys = cached_system(system, batch, cache.size);
         const p2::StepVectors vectors{u.data, e.data, fx.data, d.data, x.data, h.data, g.data,
                                       reinterpret_cast<float2*>(cache.data)};
         const bool launched =
@@ -574,8 +579,7 @@ void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, 
         }
         return;
     }
-    check_cache(exec, system, batch, cache.size);
-    const Parallel2dView& sys = *pairs_of_d(exec, system, batch);
+    const Parallel2dView& sys = cached_system(system, batch, cache.size);
     auto* pairs = reinterpret_cast<float2*>(cache.data);
     const dim3 grid = pair_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
     if (regularized) {

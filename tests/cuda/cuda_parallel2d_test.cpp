@@ -529,6 +529,67 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
     }
 }
 
+TEST(Parallel2dGpuDirectionCache, IsKeptOnlyWhereTheRaysReadPairImages)
+{
+    // 4 frames go through the staged lines (or make their own pair images);
+    // other systems have no copy of d; a cache of the wrong size is a clear
+    // error.
+    RECON_REQUIRE_GPU();
+    const Parallel2d model{40, 30, 33, spread_angles(12, 2.0), 0.0};
+    const auto gpu_view = model.view(gpu());
+    EXPECT_GT(kernels::direction_cache_size(gpu(), gpu_view, 1), 0);
+    EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 4), 0);
+    EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 5), 0);
+    {
+        const RaysMode lines{"lines"};
+        EXPECT_EQ(kernels::direction_cache_size(gpu(), gpu_view, 1), 0);
+    }
+    const Synthetic synthetic{500, 300, 2000, 7};
+    EXPECT_EQ(kernels::direction_cache_size(gpu(), synthetic.view(gpu()), 1), 0);
+    const auto size = static_cast<std::size_t>(kernels::direction_cache_size(gpu(), gpu_view, 2));
+    auto d = poisoned(static_cast<std::size_t>(model.cols()) * 2);
+    auto wrong = poisoned(size - 2);
+    try {
+        kernels::direction_cache_fill(gpu(), gpu_view, 2, cview(d), wrong.view());
+        FAIL() << "a cache of the wrong size was taken";
+    } catch (const std::invalid_argument& e) {
+        const std::string want = "direction cache of " + std::to_string(size - 2) +
+                                 " floats, the system keeps " + std::to_string(size);
+        EXPECT_NE(std::string{e.what()}.find(want), std::string::npos) << e.what();
+    }
+}
+
+/// The products of one frame do not depend on the frames batched with it:
+/// frame 2 of a batch of 5 (in the 4-frame kernels) equals the same input
+/// alone (the single-frame kernels), element for element up to rounding.
+TEST(Parallel2dGpuBatch, FramesAreIndependentOfTheirBatch)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Parallel2d model{53, 40, 47, spread_angles(71, 1.5), -0.75};
+    const index_t m = model.rows(), n = model.cols();
+    const auto gpu_view = model.view(gpu());
+    const int batch = 5, frame = 2;
+    const auto x = test::random_vector(static_cast<std::size_t>(n) * batch, rng);
+    const auto y = test::random_vector(static_cast<std::size_t>(m) * batch, rng);
+    const std::vector<float> x1(x.begin() + frame * n, x.begin() + (frame + 1) * n);
+    const std::vector<float> y1(y.begin() + frame * m, y.begin() + (frame + 1) * m);
+    auto ax = poisoned(static_cast<std::size_t>(m) * batch), ax1 = poisoned(m);
+    auto aty = poisoned(static_cast<std::size_t>(n) * batch), aty1 = poisoned(n);
+    const auto dx = upload(x), dy = upload(y), dx1 = upload(x1), dy1 = upload(y1);
+    kernels::apply(gpu(), gpu_view, batch, cview(dx), ax.view());
+    kernels::apply(gpu(), gpu_view, 1, cview(dx1), ax1.view());
+    kernels::apply_adjoint(gpu(), gpu_view, batch, cview(dy), aty.view());
+    kernels::apply_adjoint(gpu(), gpu_view, 1, cview(dy1), aty1.view());
+    const auto h_ax = ax.to_host(), h_aty = aty.to_host();
+    expect_close(std::vector<float>(h_ax.begin() + frame * m, h_ax.begin() + (frame + 1) * m),
+                 ax1.to_host(), 1e-6, "A x, frame 2 of 5 against alone");
+    expect_close(std::vector<float>(h_aty.begin() + frame * n, h_aty.begin() + (frame + 1) * n),
+                 aty1.to_host(), 1e-6, "Aᵀ y, frame 2 of 5 against alone");
+}
+
 TEST(Parallel2dGpuDirectionCache, AnUnknownStepModeIsAClearError)
 {
     RECON_REQUIRE_GPU();
