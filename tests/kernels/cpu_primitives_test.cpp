@@ -239,6 +239,104 @@ TEST(CgnrSteps, UpdateBetaEqualsUpdateThenBeta)
     }
 }
 
+TEST(CgnrSteps, CombinedCallsEqualTheirStepsOnTheCpu)
+{
+    // cgnr_step_normal_dots and cgnr_step_update_direction are single calls
+    // for the GPU's sake; on the CPU they are the steps one after the other,
+    // bit for bit. normal_dots takes u as the fold's base (the base it is
+    // given is not read: here it is NaN).
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const ImageGrid grid{23, 17};
+    const int batch = 2;
+    const SyntheticView system{900, static_cast<index_t>(grid.size()), 4000, seed};
+    RegularizerTerms terms;
+    terms.count = 2;
+    terms.term[0] = {RegularizerKind::tv, 0.3f, 0.05f};
+    terms.term[1] = {RegularizerKind::nonneg, 1.5f, 0.0f};
+    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    auto vec = [&] { return test::random_vector(n, rng); };
+    const auto p = vec(), d = vec(), x = vec(), g = vec(), h = vec();
+    const Executor cpu = Executor::cpu();
+    std::vector<float> state(regularizer_state_size(terms, grid, batch));
+    regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state));
+    std::vector<CgnrScalars> s0(batch);
+    for (auto& v : s0) {
+        v.gg0 = 1e3;
+        v.iterations = 4;
+    }
+    const std::vector<float> nan_base(n, poison);
+
+    std::vector<float> u1(n, poison), e1(n, poison), fx1(n, poison);
+    auto s1 = s0;
+    cgnr_step_normal_dots(cpu, system, batch, cview_of(d), view_of(u1), {}, true,
+                          {terms, grid, cview_of(state), cview_of(nan_base), cview_of(d)},
+                          cview_of(g), view_of(e1), view_of(s1), cview_of(x), view_of(fx1));
+    std::vector<float> u2(n, poison), e2(n, poison), fx2(n, poison);
+    auto s2 = s0;
+    normal_apply(cpu, system, batch, cview_of(d), view_of(u2), {});
+    cgnr_step_dots_folded(cpu, batch, {terms, grid, cview_of(state), cview_of(u2), cview_of(d)},
+                          cview_of(d), cview_of(g), view_of(e2), view_of(s2), cview_of(x),
+                          view_of(fx2));
+    EXPECT_EQ(u1, u2);
+    EXPECT_EQ(e1, e2);
+    EXPECT_EQ(fx1, fx2);
+    for (int b = 0; b < batch; ++b) {
+        EXPECT_EQ(s1[b].f, s2[b].f);
+        EXPECT_EQ(s1[b].gd, s2[b].gd);
+    }
+
+    // Frame 0 steps, frame 1 breaks down.
+    s1[0].f = s2[0].f = std::abs(s1[0].f) + 0.1;
+    s1[1].f = s2[1].f = -1.0;
+    const CgnrParams params{50, 0.0};
+    std::vector<float> d1 = d, x1 = x, h1 = h, g1 = g, st1(state.size(), poison);
+    std::vector<float> d2 = d, x2 = x, h2 = h, g2 = g, st2(state.size(), poison);
+    cgnr_step_update_direction(cpu, system, params, batch, view_of(d1), cview_of(u1),
+                               cview_of(e1), cview_of(fx1), view_of(x1), view_of(h1),
+                               view_of(g1), {}, view_of(s1), true,
+                               {terms, grid, cview_of(x1), view_of(st1)});
+    cgnr_step_update_beta(cpu, params, batch, cview_of(d2), cview_of(u2), cview_of(e2),
+                          cview_of(fx2), view_of(x2), view_of(h2), view_of(g2), view_of(s2));
+    cgnr_step_direction_folded(cpu, batch, cview_of(g2), view_of(d2), view_of(s2),
+                               {terms, grid, cview_of(x2), view_of(st2)});
+    EXPECT_EQ(d1, d2);
+    EXPECT_EQ(x1, x2);
+    EXPECT_EQ(h1, h2);
+    EXPECT_EQ(g1, g2);
+    EXPECT_EQ(st1, st2);
+    for (int b = 0; b < batch; ++b) {
+        EXPECT_EQ(s1[b].status, s2[b].status);
+        EXPECT_EQ(s1[b].beta, s2[b].beta);
+    }
+    EXPECT_EQ(s1[1].status, SolveStatus::breakdown);
+}
+
+TEST(CgnrSteps, TheCpuKeepsNoCopyOfTheDirection)
+{
+    // The CPU's products read d itself: no cache, and one offered is a
+    // clear error rather than memory left stale.
+    const Executor cpu = Executor::cpu();
+    const SyntheticView system{50, 40, 200, 3};
+    EXPECT_EQ(direction_cache_size(cpu, system, 1), 0);
+    std::vector<float> d(40, 1.0f), cache(8, 0.0f);
+    std::vector<CgnrScalars> s(1);
+    auto expect_refused = [](auto&& call) {
+        try {
+            call();
+            FAIL() << "a direction cache was taken on the CPU";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_STREQ(e.what(), "the CPU keeps no direction cache");
+        }
+    };
+    expect_refused([&] { direction_cache_fill(cpu, system, 1, cview_of(d), view_of(cache)); });
+    expect_refused([&] {
+        cgnr_step_direction_cached(cpu, system, 1, cview_of(d), view_of(d), view_of(cache),
+                                   view_of(s), false, RegularizerPrepare{});
+    });
+}
+
 TEST(CgnrSteps, BetaAppliesTheStopTestsInOrder)
 {
     CgnrParams params{5, 0.1};
