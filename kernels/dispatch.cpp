@@ -165,33 +165,30 @@ void direction_cache_fill(const Executor& exec, const SystemView& system, int ba
 }
 
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
-                           View<const float> d, View<float> u, View<float> q, bool regularized,
+                           View<const float> d, View<float> u, View<float> q,
                            const RegularizerFold& fold, View<const float> g, View<float> e,
                            View<CgnrScalars> scalars, View<const float> x, View<float> fx,
                            View<const float> d_cache)
 {
-    RECON_DISPATCH(cgnr_step_normal_dots, exec, system, batch, d, u, q, regularized, fold, g, e,
-                   scalars, x, fx, d_cache);
+    RECON_DISPATCH(cgnr_step_normal_dots, exec, system, batch, d, u, q, fold, g, e, scalars, x,
+                   fx, d_cache);
 }
 
 void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                                 const CgnrParams& params, int batch, View<float> d,
                                 View<const float> u, View<const float> e, View<const float> fx,
                                 View<float> x, View<float> h, View<float> g, View<float> cache,
-                                View<CgnrScalars> scalars, bool regularized,
-                                const RegularizerPrepare& prepare)
+                                View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
     RECON_DISPATCH(cgnr_step_update_direction, exec, system, params, batch, d, u, e, fx, x, h, g,
-                   cache, scalars, regularized, prepare);
+                   cache, scalars, prepare);
 }
 
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,
                                 View<const float> g, View<float> d, View<float> cache,
-                                View<CgnrScalars> scalars, bool regularized,
-                                const RegularizerPrepare& prepare)
+                                View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
-    RECON_DISPATCH(cgnr_step_direction_cached, exec, system, batch, g, d, cache, scalars,
-                   regularized, prepare);
+    RECON_DISPATCH(cgnr_step_direction_cached, exec, system, batch, g, d, cache, scalars, prepare);
 }
 
 void cgnr_step_dots_folded(const Executor& exec, int batch, const RegularizerFold& fold,
@@ -243,8 +240,7 @@ void cgnr_step_direction(const Executor& exec, int batch, View<const float> g,
 }
 
 void cgnr_step_direction_folded(const Executor& exec, int batch, View<const float> g,
-                                View<float> d, View<CgnrScalars> scalars,
-                                const RegularizerPrepare& prepare)
+                                View<float> d, View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
     RECON_DISPATCH(cgnr_step_direction_folded, exec, batch, g, d, scalars, prepare);
 }

@@ -68,11 +68,10 @@ void direction_cache_fill(const Executor&, const SystemView&, int, View<const fl
 
 void cgnr_step_direction_cached(const Executor& exec, const SystemView&, int batch,
                                 View<const float> g, View<float> d, View<float> cache,
-                                View<CgnrScalars> scalars, bool regularized,
-                                const RegularizerPrepare& prepare)
+                                View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
     if (cache.size != 0) throw std::invalid_argument{"the CPU keeps no direction cache"};
-    if (regularized) {
+    if (prepare.terms.count > 0) {
         cpu::cgnr_step_direction_folded(exec, batch, g, d, scalars, prepare);
     } else {
         cpu::cgnr_step_direction(exec, batch, g, d, scalars);
@@ -83,24 +82,23 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                                 const CgnrParams& params, int batch, View<float> d,
                                 View<const float> u, View<const float> e, View<const float> fx,
                                 View<float> x, View<float> h, View<float> g, View<float> cache,
-                                View<CgnrScalars> scalars, bool regularized,
-                                const RegularizerPrepare& prepare)
+                                View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
     cpu::cgnr_step_update_beta(exec, params, batch, View<const float>{d.data, d.size}, u, e, fx,
                                x, h, g, scalars);
     cpu::cgnr_step_direction_cached(exec, system, batch, View<const float>{g.data, g.size}, d,
-                                    cache, scalars, regularized, prepare);
+                                    cache, scalars, prepare);
 }
 
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
-                           View<const float> d, View<float> u, View<float> q, bool regularized,
+                           View<const float> d, View<float> u, View<float> q,
                            const RegularizerFold& fold, View<const float> g, View<float> e,
                            View<CgnrScalars> scalars, View<const float> x, View<float> fx,
                            View<const float>)
 {
     cpu::normal_apply(exec, system, batch, d, u, q);
     const View<const float> u_in{u.data, u.size};
-    if (regularized) {
+    if (fold.terms.count > 0) {
         RegularizerFold at_u = fold;
         at_u.base = u_in;
         cpu::cgnr_step_dots_folded(exec, batch, at_u, d, g, e, scalars, x, fx);
@@ -202,8 +200,7 @@ void cgnr_step_direction(const Executor&, int batch, View<const float> g, View<f
 }
 
 void cgnr_step_direction_folded(const Executor& exec, int batch, View<const float> g,
-                                View<float> d, View<CgnrScalars> scalars,
-                                const RegularizerPrepare& prepare)
+                                View<float> d, View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
     cpu::cgnr_step_direction(exec, batch, g, d, scalars);
     cpu::regularizer_prepare(exec, prepare.terms, prepare.grid, batch, prepare.p, prepare.state);

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -393,11 +395,12 @@ void normal_apply(const Executor& exec, const SystemView& system, int batch,
 }
 
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
-                           View<const float> d, View<float> u, View<float> q, bool regularized,
+                           View<const float> d, View<float> u, View<float> q,
                            const RegularizerFold& fold, View<const float> g, View<float> e,
                            View<CgnrScalars> scalars, View<const float> x, View<float> fx,
                            View<const float> d_cache)
 {
+    const bool regularized = fold.terms.count > 0;
     const View<const float> u_in{u.data, u.size};
     const auto* sys = std::get_if<Parallel2dView>(&system);
     if (sys == nullptr || rows_of(*sys) == 0 || cols_of(*sys) == 0) {
@@ -506,6 +509,25 @@ bool split_step()
         std::string{"RECON_PARALLEL2D_STEP: expected auto or split, found '"} + value + "'"};
 }
 
+/// Blocks of `kernel` (`threads` each, no dynamic shared memory) that one
+/// SM holds at once, asked once per kernel and device.
+template <class Kernel>
+int resident_per_sm(const Executor& exec, Kernel kernel, unsigned threads)
+{
+    static std::mutex mutex;
+    static std::map<std::pair<int, unsigned>, int> counts;
+    const std::lock_guard lock{mutex};
+    const std::pair<int, unsigned> key{exec.device(), threads};
+    auto it = counts.find(key);
+    if (it == counts.end()) {
+        int per_sm = 0;
+        RECON_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, kernel, static_cast<int>(threads), 0));
+        it = counts.emplace(key, per_sm).first;
+    }
+    return it->second;
+}
+
 /// parallel2d_step_kernel as one cooperative launch, or false where its
 /// blocks cannot all be resident at once (or the device has no cooperative
 /// launch): the caller then takes the two launches it replaces.
@@ -517,11 +539,10 @@ bool launch_step(const Executor& exec, const Parallel2dView& sys, const CgnrPara
     auto kernel = p2::parallel2d_step_kernel<WithState>;
     const dim3 grid = pair_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
     const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
-    int per_sm = 0;
-    RECON_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, kernel, static_cast<int>(block.x * block.y), 0));
     if (device_attribute(exec, cudaDevAttrCooperativeLaunch) == 0 ||
-        static_cast<long long>(per_sm) * sm_count(exec) < blocks) {
+        static_cast<long long>(resident_per_sm(exec, kernel, block.x * block.y)) *
+                sm_count(exec) <
+            blocks) {
         return false;
     }
     auto* partials = static_cast<double2*>(
@@ -546,10 +567,10 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                                 const CgnrParams& params, int batch, View<float> d,
                                 View<const float> u, View<const float> e, View<const float> fx,
                                 View<float> x, View<float> h, View<float> g, View<float> cache,
-                                View<CgnrScalars> scalars, bool regularized,
-                                const RegularizerPrepare& prepare)
+                                View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
     if (cache.size != 0 && !split_step()) {
+        const bool regularized = prepare.terms.count > 0;
         const Parallel2dView& sys = cached_system(system, batch, cache.size);
         const p2::StepVectors vectors{u.data, e.data, fx.data, d.data, x.data, h.data, g.data,
                                       reinterpret_cast<float2*>(cache.data)};
@@ -563,14 +584,14 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
     cuda::cgnr_step_update_beta(exec, params, batch, View<const float>{d.data, d.size}, u, e, fx,
                                 x, h, g, scalars);
     cuda::cgnr_step_direction_cached(exec, system, batch, View<const float>{g.data, g.size}, d,
-                                     cache, scalars, regularized, prepare);
+                                     cache, scalars, prepare);
 }
 
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,
                                 View<const float> g, View<float> d, View<float> cache,
-                                View<CgnrScalars> scalars, bool regularized,
-                                const RegularizerPrepare& prepare)
+                                View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
+    const bool regularized = prepare.terms.count > 0;
     if (cache.size == 0) {
         if (regularized) {
             cuda::cgnr_step_direction_folded(exec, batch, g, d, scalars, prepare);

@@ -160,8 +160,8 @@ void CgnrSolver::iterate(int k)
     // fx_, which exists for the fused form with a regularizer)
     const View<float> fx = one_pass ? fx_.view() : View<float>{};
     kn::cgnr_step_normal_dots(exec_, view_, batch_, in(d_.view()), u_.view(),
-                              cgls1 ? q_.view() : View<float>{}, regularized,
-                              fold(u_.view(), d_.view()), in(g), e, scalars_.view(),
+                              cgls1 ? q_.view() : View<float>{}, fold(u_.view(), d_.view()),
+                              in(g), e, scalars_.view(),
                               in(x_.view()), fx, in(d_cache_.view()));
     // The state of F(x_{k+1}, ·) for the next iteration (the lag moves on),
     // made in the direction step's pass.
@@ -174,7 +174,7 @@ void CgnrSolver::iterate(int k)
         // d_{k+1} = −g_{k+1} + β_k d_k and the state   (one or two launches)
         kn::cgnr_step_update_direction(exec_, view_, params_, batch_, d_.view(), in(u_.view()),
                                        in(e), in(fx), x_.view(), h_.view(), g, d_cache_.view(),
-                                       scalars_.view(), regularized, prepare);
+                                       scalars_.view(), prepare);
         return;
     }
     // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
@@ -199,7 +199,7 @@ void CgnrSolver::iterate(int k)
     }
     // d_{k+1} = −g_{k+1} + β_k d_k (and the system's copy of d), and the state
     kn::cgnr_step_direction_cached(exec_, view_, batch_, in(g), d_.view(), d_cache_.view(),
-                                   scalars_.view(), regularized, prepare);
+                                   scalars_.view(), prepare);
 }
 
 bool CgnrSolver::any_running() const

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
@@ -218,9 +219,10 @@ void expect_normal_dots_match_the_cpu(const SystemModel& model, kernels::ImageGr
         SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
         kernels::Array<kernels::CgnrScalars> ds{gpu(), before};
         auto du = poisoned(len), de = poisoned(len), dfx = poisoned(len);
+        const auto used = regularized ? terms : kernels::RegularizerTerms{};
         kernels::cgnr_step_normal_dots(gpu(), gpu_view, batch, cview(dd), du.view(), {},
-                                       regularized, {terms, grid, cview(dstate), {}, cview(dd)},
-                                       cview(dg), de.view(), ds.view(), cview(dx), dfx.view());
+                                       {used, grid, cview(dstate), {}, cview(dd)}, cview(dg),
+                                       de.view(), ds.view(), cview(dx), dfx.view());
         const auto u_gpu = du.to_host();
         expect_close(u_gpu, u, 2e-5, "u = A^T(A d)");
         std::vector<float> e = u_gpu;
@@ -270,20 +272,23 @@ TEST_P(Parallel2dGpuNormalDots, TheDotStepInTheAdjointsEpilogueMatchesTheCpu)
     expect_normal_dots_match_the_cpu(model, {geo.nx, geo.ny}, GetParam().batch, rng);
 }
 
-std::vector<Case> normal_dots_cases()
+/// Every geometry with each of `batches`, the rays as `auto` picks them.
+std::vector<Case> batch_cases(std::initializer_list<int> batches)
 {
     std::vector<Case> all;
     for (std::size_t g = 0; g < geometries().size(); ++g) {
-        for (int batch : {1, 4, 5}) all.push_back({g, batch, "auto"});
+        for (int batch : batches) all.push_back({g, batch, "auto"});
     }
     return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpuNormalDots, ::testing::ValuesIn(normal_dots_cases()),
-                         [](const auto& info) {
-                             return geometries()[info.param.geometry].name + "_batch" +
-                                    std::to_string(info.param.batch);
-                         });
+std::string batch_case_name(const ::testing::TestParamInfo<Case>& info)
+{
+    return geometries()[info.param.geometry].name + "_batch" + std::to_string(info.param.batch);
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpuNormalDots,
+                         ::testing::ValuesIn(batch_cases({1, 4, 5})), batch_case_name);
 
 TEST(Parallel2dGpuNormalDots, OtherSystemsTakeTheProductThenTheStep)
 {
@@ -370,9 +375,10 @@ TEST_P(Parallel2dGpuDirectionCache, KeepsThePairImagesOfD)
         const auto g = upload(test::random_vector(len, rng));
         const auto x = upload(test::random_vector(len, rng));
         auto state_cached = poisoned(state_size), state_plain = poisoned(state_size);
-        kernels::cgnr_step_direction_cached(
-            gpu(), gpu_view, batch, cview(g), d_cached.view(), cache.view(), ds.view(),
-            regularized, {terms, grid, cview(x), state_cached.view()});
+        const auto used = regularized ? terms : kernels::RegularizerTerms{};
+        kernels::cgnr_step_direction_cached(gpu(), gpu_view, batch, cview(g), d_cached.view(),
+                                            cache.view(), ds.view(),
+                                            {used, grid, cview(x), state_cached.view()});
         if (regularized) {
             kernels::cgnr_step_direction_folded(gpu(), batch, cview(g), d_plain.view(), ds.view(),
                                                 {terms, grid, cview(x), state_plain.view()});
@@ -397,7 +403,7 @@ TEST_P(Parallel2dGpuDirectionCache, KeepsThePairImagesOfD)
         auto du = poisoned(len);
         kernels::Array<kernels::CgnrScalars> scratch{gpu(), scalars};
         kernels::cgnr_step_normal_dots(gpu(), gpu_view, batch, cview(d_cached), du.view(), {},
-                                       false, kernels::RegularizerFold{}, cview(g), {},
+                                       kernels::RegularizerFold{}, cview(g), {},
                                        scratch.view(), {}, {},
                                        from_cache ? cview(cache) : kernels::View<const float>{});
         u.push_back(du.to_host());
@@ -405,20 +411,8 @@ TEST_P(Parallel2dGpuDirectionCache, KeepsThePairImagesOfD)
     EXPECT_EQ(u[0], u[1]) << "u from the kept pair images";
 }
 
-std::vector<Case> direction_cache_cases()
-{
-    std::vector<Case> all;
-    for (std::size_t g = 0; g < geometries().size(); ++g) {
-        for (int batch : {1, 3}) all.push_back({g, batch, "auto"});
-    }
-    return all;
-}
-
 INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpuDirectionCache,
-                         ::testing::ValuesIn(direction_cache_cases()), [](const auto& info) {
-                             return geometries()[info.param.geometry].name + "_batch" +
-                                    std::to_string(info.param.batch);
-                         });
+                         ::testing::ValuesIn(batch_cases({1, 3})), batch_case_name);
 
 /// The one-pass step and the direction step in one cooperative launch
 /// (cgnr_step_update_direction with the pair images of d kept), and the same
@@ -472,11 +466,12 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
         // Without a regularizer g is h, as the solver passes it.
         auto g_of = [&](Run& r) { return regularized ? r.g.view() : r.h.view(); };
         const auto fx_view = regularized ? cview(dfx) : kernels::View<const float>{};
+        const auto used = regularized ? terms : kernels::RegularizerTerms{};
         auto one_call = [&](Run& r) {
             kernels::cgnr_step_update_direction(
                 gpu(), gpu_view, params, batch, r.d.view(), cview(du), cview(de), fx_view,
-                r.x.view(), r.h.view(), g_of(r), r.cache.view(), r.s.view(), regularized,
-                {terms, grid, cview(r.x), r.state.view()});
+                r.x.view(), r.h.view(), g_of(r), r.cache.view(), r.s.view(),
+                {used, grid, cview(r.x), r.state.view()});
         };
         one_call(one);
         {
@@ -491,8 +486,7 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
         kernels::cgnr_step_direction_cached(gpu(), gpu_view, batch,
                                             kernels::View<const float>{g_two.data, g_two.size},
                                             two.d.view(), two.cache.view(), two.s.view(),
-                                            regularized,
-                                            {terms, grid, cview(two.x), two.state.view()});
+                                            {used, grid, cview(two.x), two.state.view()});
         for (auto* run : {&one, &split}) {
             SCOPED_TRACE(run == &one ? "one launch" : "split");
             EXPECT_EQ(run->x.to_host(), two.x.to_host()) << "x";
@@ -603,7 +597,7 @@ TEST(Parallel2dGpuDirectionCache, AnUnknownStepModeIsAClearError)
     try {
         kernels::cgnr_step_update_direction(gpu(), gpu_view, {10, 0.0}, 1, d.view(), cview(u),
                                             cview(u), {}, x.view(), h.view(), h.view(),
-                                            cache.view(), s.view(), false, kernels::RegularizerPrepare{});
+                                            cache.view(), s.view(), kernels::RegularizerPrepare{});
         FAIL() << "expected an error for RECON_PARALLEL2D_STEP=fused";
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string{e.what()}.find("RECON_PARALLEL2D_STEP"), std::string::npos) << e.what();

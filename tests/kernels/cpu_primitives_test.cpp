@@ -270,7 +270,7 @@ TEST(CgnrSteps, CombinedCallsEqualTheirStepsOnTheCpu)
 
     std::vector<float> u1(n, poison), e1(n, poison), fx1(n, poison);
     auto s1 = s0;
-    cgnr_step_normal_dots(cpu, system, batch, cview_of(d), view_of(u1), {}, true,
+    cgnr_step_normal_dots(cpu, system, batch, cview_of(d), view_of(u1), {},
                           {terms, grid, cview_of(state), cview_of(nan_base), cview_of(d)},
                           cview_of(g), view_of(e1), view_of(s1), cview_of(x), view_of(fx1));
     std::vector<float> u2(n, poison), e2(n, poison), fx2(n, poison);
@@ -295,7 +295,7 @@ TEST(CgnrSteps, CombinedCallsEqualTheirStepsOnTheCpu)
     std::vector<float> d2 = d, x2 = x, h2 = h, g2 = g, st2(state.size(), poison);
     cgnr_step_update_direction(cpu, system, params, batch, view_of(d1), cview_of(u1),
                                cview_of(e1), cview_of(fx1), view_of(x1), view_of(h1),
-                               view_of(g1), {}, view_of(s1), true,
+                               view_of(g1), {}, view_of(s1),
                                {terms, grid, cview_of(x1), view_of(st1)});
     cgnr_step_update_beta(cpu, params, batch, cview_of(d2), cview_of(u2), cview_of(e2),
                           cview_of(fx2), view_of(x2), view_of(h2), view_of(g2), view_of(s2));
@@ -333,7 +333,7 @@ TEST(CgnrSteps, TheCpuKeepsNoCopyOfTheDirection)
     expect_refused([&] { direction_cache_fill(cpu, system, 1, cview_of(d), view_of(cache)); });
     expect_refused([&] {
         cgnr_step_direction_cached(cpu, system, 1, cview_of(d), view_of(d), view_of(cache),
-                                   view_of(s), false, RegularizerPrepare{});
+                                   view_of(s), RegularizerPrepare{});
     });
 }
 
