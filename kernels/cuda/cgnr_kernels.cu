@@ -3,7 +3,15 @@
 // in that update's pass); α, β and the stop tests are evaluated on the
 // device by cgnr_scalars.hpp, the same code the CPU runs.
 
+#include <cooperative_groups.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
 #include "cgnr_ops.cuh"
+#include "cooperative_step.cuh"
 #include "frame_reduce.cuh"
 
 namespace recon::kernels::cuda {
@@ -205,6 +213,63 @@ __global__ void direction_kernel(size_type n, int batch, const float* g, float* 
     }
 }
 
+/// cgnr_step_update_beta and then the direction step (with its state)
+/// in one cooperative launch, blocks (blockIdx.x) of one frame (blockIdx.y)
+/// walking its n elements: (1) α from the frame's scalars; x, h and g; the
+/// block's sums of gᵀe and ‖g‖² into partials; (2) a grid-wide sync; (3)
+/// cooperative_beta, then d = −g + β d and, WithState, the state of every
+/// frame from the new x (every x is written by then). The same operations
+/// per element as the two launches it replaces.
+template <bool WithState>
+__global__ void __launch_bounds__(reduce_threads)
+    update_direction_kernel(size_type n, CgnrParams params, int batch, StepVectors w,
+                            CgnrScalars* s, RegularizerPrepare prepare, double2* partials)
+{
+    __shared__ CgnrScalars before;  // the frame's scalars at the start
+    __shared__ double buffer[64];
+    __shared__ float alpha, beta;
+    __shared__ bool steps, moves;
+    const int frame = blockIdx.y;
+    const unsigned t = threadIdx.x;
+    const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
+    const size_type first = static_cast<size_type>(blockIdx.x) * blockDim.x + t;
+
+    // (1) α; x, h, g; this block's gᵀe and ‖g‖²
+    if (t == 0) cooperative_alpha(s, frame, before, steps, alpha);
+    __syncthreads();
+    double2 sum{0.0, 0.0};
+    if (steps) {
+        for (size_type i = first; i < n; i += stride) {
+            const size_type k = frame * n + i;
+            const double gd = update_at(k, alpha, w.d, w.u, w.e, w.fx, w.x, w.h, w.g);
+            sum.x += gd * w.e[k];
+            sum.y += gd * gd;
+        }
+    }
+    sum = block_sum2(sum, buffer);
+    if (t == 0) partials[static_cast<size_type>(frame) * gridDim.x + blockIdx.x] = sum;
+
+    // (2)
+    cooperative_groups::this_grid().sync();
+
+    // (3) β and the stop tests, every block alike; d and the state
+    if (t < 32) {
+        cooperative_beta(t, partials + static_cast<size_type>(frame) * gridDim.x, gridDim.x,
+                         before, params, blockIdx.x == 0, s + frame, moves, beta);
+    }
+    __syncthreads();
+    if (!WithState && !moves) return;  // uniform over the block
+    for (size_type i = first; i < n; i += stride) {
+        const size_type k = frame * n + i;
+        if (moves) w.d[k] = direction_at(w.g[k], beta, w.d[k]);
+        if constexpr (WithState) {
+            const Pixel px = prepare.grid.pixel(static_cast<index_t>(i));
+            terms_prepare(prepare.terms, prepare.state.data, batch, frame,
+                          prepare.p.data + frame * n, prepare.grid, px.ix, px.iy);
+        }
+    }
+}
+
 dim3 frame_grid(const Executor& exec, size_type len, int batch)
 {
     const long long fill = (4LL * sm_count(exec) + batch - 1) / batch;
@@ -301,6 +366,36 @@ void cgnr_step_direction_folded(const Executor& exec, int batch, View<const floa
     direction_kernel<true><<<frame_grid(exec, n, batch), threads, 0, stream_of(exec)>>>(
         n, batch, g.data, d.data, scalars.data, prepare);
     RECON_CUDA_CHECK_LAUNCH();
+}
+
+bool split_update_direction()
+{
+    const char* value = std::getenv("RECON_UPDATE_DIRECTION");
+    if (value == nullptr || std::string_view{value} == "auto") return false;
+    if (std::string_view{value} == "split") return true;
+    throw std::invalid_argument{
+        std::string{"RECON_UPDATE_DIRECTION: expected auto or split, found '"} + value + "'"};
+}
+
+bool launch_update_direction(const Executor& exec, const CgnrParams& params, int batch,
+                             size_type n, const StepVectors& vectors, CgnrScalars* scalars,
+                             const RegularizerPrepare& prepare)
+{
+    if (batch > max_frames) return false;
+    // As many blocks per frame as the frame reductions take (these passes
+    // are latency-bound), at least one element per thread.
+    const long long fill = (2LL * sm_count(exec) + batch - 1) / batch;
+    const dim3 grid{blocks_for(n, reduce_threads, fill), static_cast<unsigned>(batch)};
+    const long long blocks = static_cast<long long>(grid.x) * grid.y;
+    auto* partials = static_cast<double2*>(
+        scratch(exec, ScratchSlot::block_sums, sizeof(double2) * blocks, false));
+    return prepare.terms.count > 0
+               ? launch_cooperative(exec, update_direction_kernel<true>, grid,
+                                    dim3{reduce_threads}, n, params, batch, vectors, scalars,
+                                    prepare, partials)
+               : launch_cooperative(exec, update_direction_kernel<false>, grid,
+                                    dim3{reduce_threads}, n, params, batch, vectors, scalars,
+                                    RegularizerPrepare{}, partials);
 }
 
 }  // namespace recon::kernels::cuda

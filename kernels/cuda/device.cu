@@ -57,6 +57,22 @@ int sm_count(const Executor& exec)
     return device_attribute(exec, cudaDevAttrMultiProcessorCount);
 }
 
+int resident_per_sm(const Executor& exec, const void* kernel, unsigned threads)
+{
+    static std::mutex mutex;
+    static std::map<std::tuple<int, const void*, unsigned>, int> counts;
+    const std::lock_guard lock{mutex};
+    const std::tuple<int, const void*, unsigned> key{exec.device(), kernel, threads};
+    auto it = counts.find(key);
+    if (it == counts.end()) {
+        int per_sm = 0;
+        RECON_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, kernel, static_cast<int>(threads), 0));
+        it = counts.emplace(key, per_sm).first;
+    }
+    return it->second;
+}
+
 void* allocate(const Executor& exec, std::size_t bytes)
 {
     RECON_CUDA_TRY(cudaSetDevice(exec.device()));

@@ -79,6 +79,7 @@
 #include <type_traits>
 
 #include "cgnr_ops.cuh"
+#include "cooperative_step.cuh"
 #include "frame_reduce.cuh"
 #include "kernels/rows.hpp"
 #include "launch.cuh"
@@ -328,19 +329,6 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     move_direction_tile(v, frame, static_cast<float>(s[frame].beta), g, d, pairs);
 }
 
-/// The vectors of the fused form's one-pass step (cgnr_step_update_beta)
-/// and the direction step that follows it, for parallel2d_step_kernel.
-struct StepVectors {
-    const float* u;
-    const float* e;
-    const float* fx;  // null without a regularizer: g is h_{k+1}
-    float* d;
-    float* x;
-    float* h;
-    float* g;  // may be h without a regularizer
-    float2* pairs;
-};
-
 /// cgnr_step_update_beta and then the direction step of
 /// parallel2d_direction_kernel in one cooperative launch, a tile of one
 /// frame (blockIdx.z) per block, for frames whose pair images are kept:
@@ -376,12 +364,7 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     const unsigned tile_index = blockIdx.y * gridDim.x + blockIdx.x;
 
     // (1) α; x, h, g; this tile's gᵀe and ‖g‖²
-    if (t == 0) {
-        before = s[frame];
-        CgnrScalars local = before;
-        steps = running(s, frame) && cgnr_scalars_alpha(local);
-        alpha = static_cast<float>(local.alpha);
-    }
+    if (t == 0) cooperative_alpha(s, frame, before, steps, alpha);
     __syncthreads();
     double2 sum{0.0, 0.0};
     if (steps && inside) {
@@ -408,25 +391,8 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 
     // (3) β and the stop tests, every block alike
     if (t < 32) {
-        double2 total{0.0, 0.0};
-        for (unsigned i = t; i < tiles; i += 32) {
-            const double2 p = partials[static_cast<size_type>(frame) * tiles + i];
-            total.x += p.x;
-            total.y += p.y;
-        }
-        for (int offset = 16; offset > 0; offset /= 2) {
-            total.x += __shfl_down_sync(0xffffffffu, total.x, offset);
-            total.y += __shfl_down_sync(0xffffffffu, total.y, offset);
-        }
-        if (t == 0) {
-            CgnrScalars local = before;
-            if (local.status == SolveStatus::running && cgnr_scalars_alpha(local)) {
-                cgnr_scalars_end(local, params, total.x, total.y);
-            }
-            if (tile_index == 0 && before.status == SolveStatus::running) s[frame] = local;
-            moves = local.status == SolveStatus::running;
-            beta = static_cast<float>(local.beta);
-        }
+        cooperative_beta(t, partials + static_cast<size_type>(frame) * tiles, tiles, before,
+                         params, tile_index == 0, s + frame, moves, beta);
     }
     if constexpr (WithState) {
         if (inside) {

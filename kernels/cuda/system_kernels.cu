@@ -11,8 +11,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -22,6 +20,7 @@
 
 #include "kernels/backends.hpp"
 #include "cgnr_ops.cuh"
+#include "cooperative_step.cuh"
 #include "kernels/baselines.hpp"
 #include "parallel2d_kernels.cuh"
 #include "system_kernels.cuh"
@@ -497,68 +496,19 @@ void direction_cache_fill(const Executor& exec, const SystemView& system, int ba
 
 namespace {
 
-/// RECON_PARALLEL2D_STEP (for comparing): `auto` (default) takes
-/// parallel2d_step_kernel where it can run, `split` the two launches it
-/// replaces.
-bool split_step()
-{
-    const char* value = std::getenv("RECON_PARALLEL2D_STEP");
-    if (value == nullptr || std::string_view{value} == "auto") return false;
-    if (std::string_view{value} == "split") return true;
-    throw std::invalid_argument{
-        std::string{"RECON_PARALLEL2D_STEP: expected auto or split, found '"} + value + "'"};
-}
-
-/// Blocks of `kernel` (`threads` each, no dynamic shared memory) that one
-/// SM holds at once, asked once per kernel and device.
-template <class Kernel>
-int resident_per_sm(const Executor& exec, Kernel kernel, unsigned threads)
-{
-    static std::mutex mutex;
-    static std::map<std::pair<int, unsigned>, int> counts;
-    const std::lock_guard lock{mutex};
-    const std::pair<int, unsigned> key{exec.device(), threads};
-    auto it = counts.find(key);
-    if (it == counts.end()) {
-        int per_sm = 0;
-        RECON_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, kernel, static_cast<int>(threads), 0));
-        it = counts.emplace(key, per_sm).first;
-    }
-    return it->second;
-}
-
-/// parallel2d_step_kernel as one cooperative launch, or false where its
-/// blocks cannot all be resident at once (or the device has no cooperative
-/// launch): the caller then takes the two launches it replaces.
+/// parallel2d_step_kernel as one cooperative launch, or false where it
+/// cannot run (launch_cooperative).
 template <bool WithState>
 bool launch_step(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
-                 int batch, const p2::StepVectors& vectors, CgnrScalars* scalars,
+                 int batch, const StepVectors& vectors, CgnrScalars* scalars,
                  const RegularizerPrepare& prepare)
 {
-    auto kernel = p2::parallel2d_step_kernel<WithState>;
     const dim3 grid = pair_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
     const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
-    if (device_attribute(exec, cudaDevAttrCooperativeLaunch) == 0 ||
-        static_cast<long long>(resident_per_sm(exec, kernel, block.x * block.y)) *
-                sm_count(exec) <
-            blocks) {
-        return false;
-    }
     auto* partials = static_cast<double2*>(
         scratch(exec, ScratchSlot::block_sums, sizeof(double2) * blocks, false));
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.stream = stream_of(exec);
-    cudaLaunchAttribute cooperative{};
-    cooperative.id = cudaLaunchAttributeCooperative;
-    cooperative.val.cooperative = 1;
-    config.attrs = &cooperative;
-    config.numAttrs = 1;
-    RECON_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, sys, params, batch, vectors, scalars,
-                                      prepare, partials));
-    return true;
+    return launch_cooperative(exec, p2::parallel2d_step_kernel<WithState>, grid, block, sys,
+                              params, batch, vectors, scalars, prepare, partials);
 }
 
 }  // namespace
@@ -569,17 +519,24 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                                 View<float> x, View<float> h, View<float> g, View<float> cache,
                                 View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
-    if (cache.size != 0 && !split_step()) {
-        const bool regularized = prepare.terms.count > 0;
-        const Parallel2dView& sys = cached_system(system, batch, cache.size);
-        const p2::StepVectors vectors{u.data, e.data, fx.data, d.data, x.data, h.data, g.data,
-                                      reinterpret_cast<float2*>(cache.data)};
-        const bool launched =
-            regularized
-                ? launch_step<true>(exec, sys, params, batch, vectors, scalars.data, prepare)
-                : launch_step<false>(exec, sys, params, batch, vectors, scalars.data,
-                                     RegularizerPrepare{});
-        if (launched) return;
+    if (!split_update_direction()) {
+        const StepVectors vectors{u.data, e.data, fx.data, d.data, x.data, h.data, g.data,
+                                  reinterpret_cast<float2*>(cache.data)};
+        if (cache.size == 0) {
+            // Any system without a kept copy of d: the flat cooperative step.
+            if (launch_update_direction(exec, params, batch, d.size / batch, vectors,
+                                        scalars.data, prepare)) {
+                return;
+            }
+        } else {
+            const Parallel2dView& sys = cached_system(system, batch, cache.size);
+            const bool launched =
+                prepare.terms.count > 0
+                    ? launch_step<true>(exec, sys, params, batch, vectors, scalars.data, prepare)
+                    : launch_step<false>(exec, sys, params, batch, vectors, scalars.data,
+                                         RegularizerPrepare{});
+            if (launched) return;
+        }
     }
     cuda::cgnr_step_update_beta(exec, params, batch, View<const float>{d.data, d.size}, u, e, fx,
                                 x, h, g, scalars);

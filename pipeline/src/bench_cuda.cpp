@@ -314,6 +314,16 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
         unsetenv(v.variable);
         table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
     }
+    {
+        // The graph's update and β step, then its direction step, as two
+        // launches instead of one cooperative launch (RECON_UPDATE_DIRECTION).
+        setenv("RECON_UPDATE_DIRECTION", "split", 1);
+        const SolveCase c{"ours one launch (graph), ELLPACK-T, update and direction split",
+                          p.sliced_ell.get(), {}, options(SolveLaunch::graph, CgnrForm::fused)};
+        const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
+        unsetenv("RECON_UPDATE_DIRECTION");
+        table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
+    }
     add_cusparse_cgls_rows(table, "gpu solve", p.name, p.csr->csr(), p.b, exec, config.iterations,
                            reps);
     // Our CPU path on the same problem (one timed run).
@@ -386,12 +396,12 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
     }
     {
         // The one-pass update and β step, then the direction step, as two
-        // launches instead of one cooperative launch (RECON_PARALLEL2D_STEP).
-        setenv("RECON_PARALLEL2D_STEP", "split", 1);
+        // launches instead of one cooperative launch (RECON_UPDATE_DIRECTION).
+        setenv("RECON_UPDATE_DIRECTION", "split", 1);
         const SolveCase c{"ours one launch (graph), on the fly, TV, update and direction split",
                           &fly, tv, options(SolveLaunch::graph)};
         const SolveOutcome o = run_solver(c, exec, 1, b, reps);
-        unsetenv("RECON_PARALLEL2D_STEP");
+        unsetenv("RECON_UPDATE_DIRECTION");
         table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
     }
     {
@@ -399,6 +409,14 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
         const SolveCase c{"4 frames together, graph, on the fly, TV", &fly, tv,
                           options(SolveLaunch::graph)};
         const SolveOutcome o = run_solver(c, exec, 4, b, reps);
+        table.add({"gpu batch", "ct_256", c.name, device, o.timing, batch_note(4, o.timing)});
+    }
+    {
+        setenv("RECON_UPDATE_DIRECTION", "split", 1);
+        const SolveCase c{"4 frames together, graph, on the fly, TV, update and direction split",
+                          &fly, tv, options(SolveLaunch::graph)};
+        const SolveOutcome o = run_solver(c, exec, 4, b, reps);
+        unsetenv("RECON_UPDATE_DIRECTION");
         table.add({"gpu batch", "ct_256", c.name, device, o.timing, batch_note(4, o.timing)});
     }
     add_cusparse_cgls_rows(table, "gpu solve", "ct_256", csr, b, exec, config.iterations, reps,

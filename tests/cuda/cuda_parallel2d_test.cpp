@@ -416,7 +416,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, Parallel2dGpuDirectionCache,
 
 /// The one-pass step and the direction step in one cooperative launch
 /// (cgnr_step_update_direction with the pair images of d kept), and the same
-/// call with RECON_PARALLEL2D_STEP=split, against the two steps called one
+/// call with RECON_UPDATE_DIRECTION=split, against the two steps called one
 /// after the other: x, h, g and the state bit for bit, β and ‖g‖² within
 /// the order of the sums, d within that, and the pair images equal to ones
 /// made afresh from the new d. With 3 frames, frame 1 has stopped and frame
@@ -475,8 +475,8 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
         };
         one_call(one);
         {
-            // RECON_PARALLEL2D_STEP=split: the same call takes the two launches.
-            const test::ScopedEnv split_mode{"RECON_PARALLEL2D_STEP", "split"};
+            // RECON_UPDATE_DIRECTION=split: the same call takes the two launches.
+            const test::ScopedEnv split_mode{"RECON_UPDATE_DIRECTION", "split"};
             one_call(split);
         }
         kernels::cgnr_step_update_beta(gpu(), params, batch, cview(two.d), cview(du), cview(de),
@@ -495,21 +495,8 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
                 EXPECT_EQ(run->g.to_host(), two.g.to_host()) << "g";
                 EXPECT_EQ(run->state.to_host(), two.state.to_host()) << "state";
             }
-            // β's sums in double differ only in their order (between any two
-            // runs of the reduction, too).
-            const auto s1 = run->s.to_host(), s2 = two.s.to_host();
-            for (int b = 0; b < batch; ++b) {
-                SCOPED_TRACE("frame " + std::to_string(b));
-                EXPECT_EQ(s1[b].status, s2[b].status);
-                EXPECT_EQ(s1[b].iterations, s2[b].iterations);
-                EXPECT_EQ(s1[b].alpha, s2[b].alpha);
-                EXPECT_NEAR(s1[b].gg, s2[b].gg, 1e-9 * s2[b].gg);
-                // gᵀe cancels (random signs): its error scales with ‖g‖ ‖e‖.
-                const double ee = test::norm(std::vector<float>(
-                    e.begin() + b * grid.size(), e.begin() + (b + 1) * grid.size()));
-                EXPECT_NEAR(s1[b].beta, s2[b].beta,
-                            1e-9 * std::sqrt(s2[b].gg) * ee / std::abs(s2[b].f));
-            }
+            const auto s1 = run->s.to_host();
+            test::expect_step_scalars_match(s1, two.s.to_host(), e, grid.size());
             if (batch > 2) {
                 EXPECT_EQ(s1[1].status, SolveStatus::converged);
                 EXPECT_EQ(s1[2].status, SolveStatus::breakdown);
@@ -582,27 +569,6 @@ TEST(Parallel2dGpuBatch, FramesAreIndependentOfTheirBatch)
                  ax1.to_host(), 1e-6, "A x, frame 2 of 5 against alone");
     expect_close(std::vector<float>(h_aty.begin() + frame * n, h_aty.begin() + (frame + 1) * n),
                  aty1.to_host(), 1e-6, "Aᵀ y, frame 2 of 5 against alone");
-}
-
-TEST(Parallel2dGpuDirectionCache, AnUnknownStepModeIsAClearError)
-{
-    RECON_REQUIRE_GPU();
-    const Parallel2d model{16, 16, 16, spread_angles(4, 0.0), 0.0};
-    const auto gpu_view = model.view(gpu());
-    const std::size_t n = static_cast<std::size_t>(model.cols());
-    auto d = poisoned(n), u = poisoned(n), x = poisoned(n), h = poisoned(n);
-    auto cache = poisoned(static_cast<std::size_t>(kernels::direction_cache_size(gpu(), gpu_view, 1)));
-    kernels::Array<kernels::CgnrScalars> s{gpu(), std::vector<kernels::CgnrScalars>(1)};
-    const test::ScopedEnv mode{"RECON_PARALLEL2D_STEP", "fused"};
-    try {
-        kernels::cgnr_step_update_direction(gpu(), gpu_view, {10, 0.0}, 1, d.view(), cview(u),
-                                            cview(u), {}, x.view(), h.view(), h.view(),
-                                            cache.view(), s.view(), kernels::RegularizerPrepare{});
-        FAIL() << "expected an error for RECON_PARALLEL2D_STEP=fused";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string{e.what()}.find("RECON_PARALLEL2D_STEP"), std::string::npos) << e.what();
-        EXPECT_NE(std::string{e.what()}.find("'fused'"), std::string::npos) << e.what();
-    }
 }
 
 TEST(Parallel2dGpuRays, AnUnknownModeIsAClearError)

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -395,11 +396,13 @@ TEST(CudaCgnrSteps, EveryStepMatchesTheCpuOnMixedFrames)
 /// a random image p: the set-up of the regularized step tests.
 struct RegularizedFrames {
     kernels::RegularizerTerms terms;
-    kernels::ImageGrid grid{71, 53};
+    kernels::ImageGrid grid;
     int batch = 3;
     std::vector<float> state;
 
-    RegularizedFrames(kernels::RegularizerKind second, std::mt19937_64& rng)
+    RegularizedFrames(kernels::RegularizerKind second, std::mt19937_64& rng,
+                      kernels::ImageGrid image_grid = {71, 53})
+        : grid{image_grid}
     {
         terms.count = 3;
         terms.term[0] = {kernels::RegularizerKind::tv, 0.3f, 0.05f};
@@ -575,6 +578,110 @@ TEST(CudaCgnrSteps, OnePassUpdateAndBetaMatchTheCpu)
         EXPECT_EQ(got2[b].status, scalars[b].status);
         EXPECT_NEAR(got2[b].gg, scalars[b].gg, 1e-6 * scalars[b].gg);
         EXPECT_NEAR(got2[b].beta, scalars[b].beta, beta_tolerance(u, scalars[b], b));
+    }
+}
+
+/// The one-pass step and the direction step in one cooperative launch
+/// (cgnr_step_update_direction without a kept copy of d: the flat kernel,
+/// for any system), and the same call with RECON_UPDATE_DIRECTION=split,
+/// against the two steps called one after the other: x, h, g and the state
+/// bit for bit, β within the order of its sums, d within that. Frame 1 has
+/// stopped, frame 2 breaks down (f < 0): neither moves. A small image
+/// (several blocks per frame, not a multiple of the block) and a large one
+/// (several elements per thread); with and without a regularizer.
+TEST(CudaCgnrSteps, UpdateAndDirectionInOneLaunchMatchTwoLaunches)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const kernels::CgnrParams params{50, 0.0};
+    for (const kernels::ImageGrid image : {kernels::ImageGrid{71, 53}, kernels::ImageGrid{613, 401}}) {
+        SCOPED_TRACE(std::to_string(image.nx) + " x " + std::to_string(image.ny));
+        const RegularizedFrames frames{kernels::RegularizerKind::tikhonov, rng, image};
+        const auto& [terms, grid, batch, state] = frames;
+        // Any system: without a kept copy of d the step does not read it.
+        const Synthetic synthetic{2 * grid.size(), grid.size(), 4 * grid.size(), seed};
+        const auto system = synthetic.view(gpu());
+        auto scalars = mixed_scalars(rng);
+        scalars[0].f = std::abs(scalars[0].f) + 0.1;
+        scalars[2].f = -1.0;
+        auto host = [&] { return frames.image(rng); };
+        const auto d = host(), u = host(), e = host(), fx = host(), x = host(), h = host(),
+                   g = host();
+        const auto du = upload(u), de = upload(e), dfx = upload(fx);
+        for (const bool regularized : {true, false}) {
+            SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
+            struct Run {
+                Array<float> d, x, h, g, state;
+                Array<kernels::CgnrScalars> s;
+            };
+            auto start = [&] {
+                return Run{upload(d), upload(x), upload(h), upload(g), poisoned(state.size()),
+                           Array<kernels::CgnrScalars>{gpu(), scalars}};
+            };
+            auto one = start(), two = start(), split = start();
+            // Without a regularizer g is h, as the solver passes it.
+            auto g_of = [&](Run& r) { return regularized ? r.g.view() : r.h.view(); };
+            const auto fx_view = regularized ? cview(dfx) : kernels::View<const float>{};
+            const auto used = regularized ? terms : kernels::RegularizerTerms{};
+            auto one_call = [&](Run& r) {
+                kernels::cgnr_step_update_direction(
+                    gpu(), system, params, batch, r.d.view(), cview(du), cview(de), fx_view,
+                    r.x.view(), r.h.view(), g_of(r), {}, r.s.view(),
+                    {used, grid, cview(r.x), r.state.view()});
+            };
+            one_call(one);
+            {
+                const test::ScopedEnv split_mode{"RECON_UPDATE_DIRECTION", "split"};
+                one_call(split);
+            }
+            kernels::cgnr_step_update_beta(gpu(), params, batch, cview(two.d), cview(du),
+                                           cview(de), fx_view, two.x.view(), two.h.view(),
+                                           g_of(two), two.s.view());
+            const auto g_two = g_of(two);
+            kernels::cgnr_step_direction_cached(
+                gpu(), system, batch, kernels::View<const float>{g_two.data, g_two.size},
+                two.d.view(), {}, two.s.view(), {used, grid, cview(two.x), two.state.view()});
+            for (auto* run : {&one, &split}) {
+                SCOPED_TRACE(run == &one ? "one launch" : "split");
+                EXPECT_EQ(run->x.to_host(), two.x.to_host()) << "x";
+                EXPECT_EQ(run->h.to_host(), two.h.to_host()) << "h";
+                if (regularized) {
+                    EXPECT_EQ(run->g.to_host(), two.g.to_host()) << "g";
+                    EXPECT_EQ(run->state.to_host(), two.state.to_host()) << "state";
+                }
+                const auto s1 = run->s.to_host();
+                test::expect_step_scalars_match(s1, two.s.to_host(), e, grid.size());
+                EXPECT_EQ(s1[0].status, SolveStatus::running);
+                EXPECT_EQ(s1[1].status, SolveStatus::converged);
+                EXPECT_EQ(s1[2].status, SolveStatus::breakdown);
+                const auto d1 = run->d.to_host();
+                expect_close(d1, two.d.to_host(), 1e-6, "d = -g + beta d");
+                EXPECT_TRUE(std::equal(d1.begin() + grid.size(), d1.end(), d.begin() + grid.size()))
+                    << "the frames that stop keep their d";
+            }
+        }
+    }
+}
+
+TEST(CudaCgnrSteps, AnUnknownUpdateDirectionModeIsAClearError)
+{
+    RECON_REQUIRE_GPU();
+    const Synthetic synthetic{40, 30, 100, 3};
+    const std::size_t n = 30;
+    auto d = poisoned(n), u = poisoned(n), x = poisoned(n), h = poisoned(n);
+    Array<kernels::CgnrScalars> s{gpu(), std::vector<kernels::CgnrScalars>(1)};
+    const test::ScopedEnv mode{"RECON_UPDATE_DIRECTION", "fused"};
+    try {
+        kernels::cgnr_step_update_direction(gpu(), synthetic.view(gpu()), {10, 0.0}, 1, d.view(),
+                                            cview(u), cview(u), {}, x.view(), h.view(), h.view(),
+                                            {}, s.view(), kernels::RegularizerPrepare{});
+        FAIL() << "expected an error for RECON_UPDATE_DIRECTION=fused";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string{e.what()}.find("RECON_UPDATE_DIRECTION"), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string{e.what()}.find("'fused'"), std::string::npos) << e.what();
     }
 }
 

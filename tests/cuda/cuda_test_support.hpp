@@ -101,4 +101,27 @@ inline std::pair<std::vector<float>, std::vector<FrameResult>> solve_frames(
     return {x, solver.results()};
 }
 
+/// The scalars after a cooperative update-and-direction step (`got`)
+/// against the same step as two launches (`want`), frame by frame: status,
+/// iterations and α equal; ‖g‖² and β within the order of their sums in
+/// double (which differs between any two runs of a reduction, too). gᵀe
+/// cancels for random signs, so β's error scales with ‖g‖ ‖e‖ (e: [frame][pixels]).
+inline void expect_step_scalars_match(const std::vector<kernels::CgnrScalars>& got,
+                                      const std::vector<kernels::CgnrScalars>& want,
+                                      const std::vector<float>& e, std::size_t pixels)
+{
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t b = 0; b < got.size(); ++b) {
+        SCOPED_TRACE("frame " + std::to_string(b));
+        EXPECT_EQ(got[b].status, want[b].status);
+        EXPECT_EQ(got[b].iterations, want[b].iterations);
+        EXPECT_EQ(got[b].alpha, want[b].alpha);
+        EXPECT_NEAR(got[b].gg, want[b].gg, 1e-9 * want[b].gg);
+        const double ee =
+            norm(std::vector<float>(e.begin() + b * pixels, e.begin() + (b + 1) * pixels));
+        EXPECT_NEAR(got[b].beta, want[b].beta,
+                    1e-9 * std::sqrt(want[b].gg) * ee / std::abs(want[b].f));
+    }
+}
+
 }  // namespace recon::test

@@ -1,0 +1,122 @@
+#pragma once
+// The fused form's one-pass update and β step followed by the direction step
+// (cgnr_step_update_direction) as one cooperative launch: every block
+// updates its elements and stores its partial sums of gᵀe and ‖g‖², a
+// grid-wide sync, then every block sums its frame's partials in one fixed
+// order, runs the scalar code on its own copy of the scalars and moves d.
+// One grid sync instead of a kernel boundary and a reduction's ticket tail.
+// Two kernels take this shape: the flat one here (update_direction_kernel in
+// cgnr_kernels.cu, any system) and the parallel-beam one that also moves the
+// kept pair images of d (parallel2d_step_kernel).
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "cgnr_ops.cuh"
+#include "launch.cuh"
+
+namespace recon::kernels::cuda {
+
+/// The vectors of the one-pass step (cgnr_step_update_beta) and the
+/// direction step that follows it.
+struct StepVectors {
+    const float* u;
+    const float* e;
+    const float* fx;  // null without a regularizer: g is h_{k+1}
+    float* d;
+    float* x;
+    float* h;
+    float* g;        // may be h without a regularizer
+    float2* pairs;   // the kept pair images of d (parallel2d_step_kernel only)
+};
+
+/// RECON_UPDATE_DIRECTION (for comparing): `auto` (default) takes the
+/// cooperative launch where it can run, `split` the two launches it
+/// replaces; anything else is an error naming the variable.
+bool split_update_direction();
+
+/// Queues update_direction_kernel for `batch` frames of n elements, or
+/// returns false where its blocks cannot all be resident at once (or the
+/// device has no cooperative launch): the caller then takes the two
+/// launches it replaces. `prepare` with terms: the state of every frame from
+/// the new x, in the same pass.
+bool launch_update_direction(const Executor& exec, const CgnrParams& params, int batch,
+                             size_type n, const StepVectors& vectors, CgnrScalars* scalars,
+                             const RegularizerPrepare& prepare);
+
+/// Queues `kernel` as one cooperative launch of grid x block on the
+/// executor's stream, or returns false where its blocks cannot all be
+/// resident at once or the device has no cooperative launch.
+template <class... Params, class... Args>
+bool launch_cooperative(const Executor& exec, void (*kernel)(Params...), dim3 grid, dim3 block,
+                        Args&&... args)
+{
+    const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
+    if (device_attribute(exec, cudaDevAttrCooperativeLaunch) == 0 ||
+        static_cast<long long>(resident_per_sm(exec, reinterpret_cast<const void*>(kernel),
+                                                block.x * block.y * block.z)) *
+                sm_count(exec) <
+            blocks) {
+        return false;
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.stream = stream_of(exec);
+    cudaLaunchAttribute cooperative{};
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    config.attrs = &cooperative;
+    config.numAttrs = 1;
+    RECON_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+    return true;
+}
+
+// --- device side -------------------------------------------------------------
+
+/// The start of step (1), by one thread of the block: the frame's scalars
+/// as they are (`before`, for step (3)), whether the frame steps (running,
+/// and α's guards pass) and its α.
+__device__ __forceinline__ void cooperative_alpha(const CgnrScalars* s, int frame,
+                                                  CgnrScalars& before, bool& steps, float& alpha)
+{
+    before = s[frame];
+    CgnrScalars local = before;
+    steps = before.status == SolveStatus::running && cgnr_scalars_alpha(local);
+    alpha = static_cast<float>(local.alpha);
+}
+
+/// Step (3) of the cooperative step, by the block's first warp (its `lane`):
+/// the frame's `count` partials (gᵀe, ‖g‖²) summed in one fixed order, so
+/// that every block gets the same bits; then α and cgnr_scalars_end on a
+/// copy of the scalars the block took before the grid sync (`before`). The
+/// block that `stores` writes the result for a frame that was running.
+/// Returns, in lane 0, whether the frame moves on and its β.
+__device__ __forceinline__ void cooperative_beta(unsigned lane, const double2* partials,
+                                                 unsigned count, const CgnrScalars& before,
+                                                 const CgnrParams& params, bool stores,
+                                                 CgnrScalars* s, bool& moves, float& beta)
+{
+    double2 total{0.0, 0.0};
+    for (unsigned i = lane; i < count; i += 32) {
+        const double2 p = partials[i];
+        total.x += p.x;
+        total.y += p.y;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        total.x += __shfl_down_sync(0xffffffffu, total.x, offset);
+        total.y += __shfl_down_sync(0xffffffffu, total.y, offset);
+    }
+    if (lane == 0) {
+        CgnrScalars local = before;
+        if (local.status == SolveStatus::running && cgnr_scalars_alpha(local)) {
+            cgnr_scalars_end(local, params, total.x, total.y);
+        }
+        if (stores && before.status == SolveStatus::running) *s = local;
+        moves = local.status == SolveStatus::running;
+        beta = static_cast<float>(local.beta);
+    }
+}
+
+}  // namespace recon::kernels::cuda
