@@ -85,6 +85,7 @@ int bench_command(const Args& args)
             for (const auto& problem : prepared) add_eigen_rows(table, problem, bench);
         }
     }
+    add_output_rows(table, bench);
     table.print(std::cout);
     if (json_file.is_open()) {
         json_file << table.to_json().dump(2) << "\n";

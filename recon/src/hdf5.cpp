@@ -538,7 +538,9 @@ void Dataset::read_raw(const Shape& offset, const Shape& count, Dtype memory, vo
              " elements");
     }
     if (size == 0) return;
-    const Handle memory_space = make_simple_space({static_cast<std::int64_t>(size)});
+    // The memory space has the block's shape: against a flat one HDF5 maps
+    // element by element (a 256 x 256 frame took ~2 ms to write, not ~0.1).
+    const Handle memory_space = make_simple_space(block);
     if (H5Dread(id(), memory_type(memory), memory_space.id(), file_space.id(), H5P_DEFAULT, out) <
         0) {
         raise(file_, path_, std::string{"cannot read as "} + to_string(memory));
@@ -557,7 +559,9 @@ void Dataset::write_raw(const Shape& offset, const Shape& count, Dtype memory, c
         fail("write of " + std::to_string(size) + " elements into a block of " + to_string(block));
     }
     if (size == 0) return;
-    const Handle memory_space = make_simple_space({static_cast<std::int64_t>(size)});
+    // The memory space has the block's shape: against a flat one HDF5 maps
+    // element by element (a 256 x 256 frame took ~2 ms to write, not ~0.1).
+    const Handle memory_space = make_simple_space(block);
     if (H5Dwrite(id(), memory_type(memory), memory_space.id(), file_space.id(), H5P_DEFAULT, data) <
         0) {
         raise(file_, path_, std::string{"cannot write from "} + to_string(memory));

@@ -99,6 +99,11 @@ inline constexpr const char* eigen_solve_variant = "cpu Eigen LSCG (diagonal pre
 /// Eigen's LeastSquaresConjugateGradient on the same CSR matrix and b.
 void add_eigen_rows(BenchTable& table, const BenchProblem& problem, const BenchConfig& config);
 
+/// The output stage: one frame's image and record written to an HDF5
+/// output (Hdf5OutputWriter, a file in the temporary directory) for images
+/// of 128², 256² and 512² pixels.
+void add_output_rows(BenchTable& table, const BenchConfig& config);
+
 /// The machine: CPU model, cores, OpenMP threads (and GPU name when used).
 nlohmann::json describe_machine(const kernels::Executor& exec);
 
