@@ -184,6 +184,16 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                    cache, scalars, prepare);
 }
 
+void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const CgnrParams& params,
+                        int batch, View<float> d, View<float> u, const RegularizerFold& fold,
+                        View<float> e, View<float> fx, View<float> x, View<float> h,
+                        View<float> g, View<float> cache, View<CgnrScalars> scalars,
+                        const RegularizerPrepare& prepare)
+{
+    RECON_DISPATCH(cgnr_step_one_pass, exec, system, params, batch, d, u, fold, e, fx, x, h, g,
+                   cache, scalars, prepare);
+}
+
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,
                                 View<const float> g, View<float> d, View<float> cache,
                                 View<CgnrScalars> scalars, const RegularizerPrepare& prepare)

@@ -90,6 +90,23 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                                     cache, scalars, prepare);
 }
 
+void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const CgnrParams& params,
+                        int batch, View<float> d, View<float> u, const RegularizerFold& fold,
+                        View<float> e, View<float> fx, View<float> x, View<float> h,
+                        View<float> g, View<float> cache, View<CgnrScalars> scalars,
+                        const RegularizerPrepare& prepare)
+{
+    cpu::cgnr_step_normal_dots(exec, system, batch, View<const float>{d.data, d.size}, u, {}, fold,
+                               View<const float>{g.data, g.size}, e, scalars,
+                               View<const float>{x.data, x.size}, fx,
+                               View<const float>{cache.data, cache.size});
+    cpu::cgnr_step_update_direction(exec, system, params, batch, d,
+                                    View<const float>{u.data, u.size},
+                                    View<const float>{e.data, e.size},
+                                    View<const float>{fx.data, fx.size}, x, h, g, cache, scalars,
+                                    prepare);
+}
+
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
                            View<const float> d, View<float> u, View<float> q,
                            const RegularizerFold& fold, View<const float> g, View<float> e,

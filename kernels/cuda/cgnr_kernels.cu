@@ -368,13 +368,15 @@ void cgnr_step_direction_folded(const Executor& exec, int batch, View<const floa
     RECON_CUDA_CHECK_LAUNCH();
 }
 
-bool split_update_direction()
+StepLaunch step_launch()
 {
     const char* value = std::getenv("RECON_UPDATE_DIRECTION");
-    if (value == nullptr || std::string_view{value} == "auto") return false;
-    if (std::string_view{value} == "split") return true;
+    if (value == nullptr || std::string_view{value} == "auto") return StepLaunch::fewest;
+    if (std::string_view{value} == "cooperative") return StepLaunch::cooperative;
+    if (std::string_view{value} == "split") return StepLaunch::split;
     throw std::invalid_argument{
-        std::string{"RECON_UPDATE_DIRECTION: expected auto or split, found '"} + value + "'"};
+        std::string{"RECON_UPDATE_DIRECTION: expected auto, cooperative or split, found '"} +
+        value + "'"};
 }
 
 bool launch_update_direction(const Executor& exec, const CgnrParams& params, int batch,

@@ -31,10 +31,16 @@ struct StepVectors {
     float2* pairs;   // the kept pair images of d (parallel2d_step_kernel only)
 };
 
-/// RECON_UPDATE_DIRECTION (for comparing): `auto` (default) takes the
-/// cooperative launch where it can run, `split` the two launches it
-/// replaces; anything else is an error naming the variable.
-bool split_update_direction();
+/// How the fused form's step after the normal product is launched
+/// (RECON_UPDATE_DIRECTION, for comparing): `auto` (default) takes the
+/// fewest launches that can run: where one parallel-beam frame keeps the
+/// pair images of d, the adjoint runs the whole step after its epilogue
+/// (cgnr_step_one_pass); else the cooperative step. `cooperative` keeps the
+/// cooperative step a launch of its own; `split` takes the update and β
+/// step and the direction step as two launches. Anything else is an error
+/// naming the variable.
+enum class StepLaunch { fewest, cooperative, split };
+StepLaunch step_launch();
 
 /// Queues update_direction_kernel for `batch` frames of n elements, or
 /// returns false where its blocks cannot all be resident at once (or the
@@ -45,19 +51,26 @@ bool launch_update_direction(const Executor& exec, const CgnrParams& params, int
                              size_type n, const StepVectors& vectors, CgnrScalars* scalars,
                              const RegularizerPrepare& prepare);
 
+/// Whether `blocks` blocks of `kernel` (`threads` each, no dynamic shared
+/// memory) can all be resident at once on the executor's device, as a
+/// cooperative launch needs (false where the device has none).
+inline bool cooperative_fits(const Executor& exec, const void* kernel, unsigned threads,
+                             long long blocks)
+{
+    return device_attribute(exec, cudaDevAttrCooperativeLaunch) != 0 &&
+           static_cast<long long>(resident_per_sm(exec, kernel, threads)) * sm_count(exec) >=
+               blocks;
+}
+
 /// Queues `kernel` as one cooperative launch of grid x block on the
-/// executor's stream, or returns false where its blocks cannot all be
-/// resident at once or the device has no cooperative launch.
+/// executor's stream, or returns false where cooperative_fits does not hold.
 template <class... Params, class... Args>
 bool launch_cooperative(const Executor& exec, void (*kernel)(Params...), dim3 grid, dim3 block,
                         Args&&... args)
 {
-    const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
-    if (device_attribute(exec, cudaDevAttrCooperativeLaunch) == 0 ||
-        static_cast<long long>(resident_per_sm(exec, reinterpret_cast<const void*>(kernel),
-                                                block.x * block.y * block.z)) *
-                sm_count(exec) <
-            blocks) {
+    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel),
+                          block.x * block.y * block.z,
+                          static_cast<long long>(grid.x) * grid.y * grid.z)) {
         return false;
     }
     cudaLaunchConfig_t config{};
@@ -87,16 +100,11 @@ __device__ __forceinline__ void cooperative_alpha(const CgnrScalars* s, int fram
     alpha = static_cast<float>(local.alpha);
 }
 
-/// Step (3) of the cooperative step, by the block's first warp (its `lane`):
-/// the frame's `count` partials (gᵀe, ‖g‖²) summed in one fixed order, so
-/// that every block gets the same bits; then α and cgnr_scalars_end on a
-/// copy of the scalars the block took before the grid sync (`before`). The
-/// block that `stores` writes the result for a frame that was running.
-/// Returns, in lane 0, whether the frame moves on and its β.
-__device__ __forceinline__ void cooperative_beta(unsigned lane, const double2* partials,
-                                                 unsigned count, const CgnrScalars& before,
-                                                 const CgnrParams& params, bool stores,
-                                                 CgnrScalars* s, bool& moves, float& beta)
+/// The sums of `count` partials (two doubles each) in one fixed order, by
+/// one warp (its `lane`): every block that calls it gets the same bits.
+/// The result is valid in lane 0.
+__device__ __forceinline__ double2 warp_sum_partials(unsigned lane, const double2* partials,
+                                                     unsigned count)
 {
     double2 total{0.0, 0.0};
     for (unsigned i = lane; i < count; i += 32) {
@@ -108,6 +116,44 @@ __device__ __forceinline__ void cooperative_beta(unsigned lane, const double2* p
         total.x += __shfl_down_sync(0xffffffffu, total.x, offset);
         total.y += __shfl_down_sync(0xffffffffu, total.y, offset);
     }
+    return total;
+}
+
+/// The block's sum of two doubles, one from each thread (`t` its index in
+/// the block of Warps warps), the warps added in their order, stored into
+/// `slot` by thread 0. Every thread of the block calls it.
+template <int Warps>
+__device__ __forceinline__ void store_block_sum(double2 sum, int t, double2* slot)
+{
+    __shared__ double2 warp_sums[Warps];
+    for (int offset = 16; offset > 0; offset /= 2) {
+        sum.x += __shfl_down_sync(0xffffffffu, sum.x, offset);
+        sum.y += __shfl_down_sync(0xffffffffu, sum.y, offset);
+    }
+    if (t % 32 == 0) warp_sums[t / 32] = sum;
+    __syncthreads();
+    if (t == 0) {
+        double2 block{0.0, 0.0};
+        for (int i = 0; i < Warps; ++i) {
+            block.x += warp_sums[i].x;
+            block.y += warp_sums[i].y;
+        }
+        *slot = block;
+    }
+}
+
+/// Step (3) of the cooperative step, by the block's first warp (its `lane`):
+/// the frame's `count` partials (gᵀe, ‖g‖²) summed in one fixed order, so
+/// that every block gets the same bits; then α and cgnr_scalars_end on a
+/// copy of the scalars the block took before the grid sync (`before`). The
+/// block that `stores` writes the result for a frame that was running.
+/// Returns, in lane 0, whether the frame moves on and its β.
+__device__ __forceinline__ void cooperative_beta(unsigned lane, const double2* partials,
+                                                 unsigned count, const CgnrScalars& before,
+                                                 const CgnrParams& params, bool stores,
+                                                 CgnrScalars* s, bool& moves, float& beta)
+{
+    const double2 total = warp_sum_partials(lane, partials, count);
     if (lane == 0) {
         CgnrScalars local = before;
         if (local.status == SolveStatus::running && cgnr_scalars_alpha(local)) {

@@ -189,15 +189,34 @@ constexpr int pair_tile = 16;
 /// outside the image): what a tile's entries of the pair images are made of.
 using PairTile = float[pair_tile + 1][pair_tile + 1];  // odd row stride: no bank conflicts
 
+/// The calling thread's place in a pair_tile x pair_tile tile: by default
+/// its (threadIdx.x, threadIdx.y); a larger block maps its first
+/// pair_tile² threads so and leaves the rest out (`active` false).
+struct TileThread {
+    int tx, ty;
+    bool active;
+
+    __device__ static TileThread block()
+    {
+        return {static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y), true};
+    }
+    __device__ static TileThread of(int t)
+    {
+        return {t % pair_tile, t / pair_tile, t < pair_tile * pair_tile};
+    }
+};
+
 /// Writes the tile's entries of one frame's pair images (`rows`, then the
-/// columns after them) from `tile`; a block of pair_tile x pair_tile
-/// threads, after a barrier that follows the tile's last store.
+/// columns after them) from `tile`; pair_tile x pair_tile threads (`at`),
+/// after a barrier that follows the tile's last store.
 __device__ __forceinline__ void write_pairs(const Parallel2dView& v, const PairTile& tile,
-                                            index_t x0, index_t y0, float2* __restrict__ rows)
+                                            index_t x0, index_t y0, float2* __restrict__ rows,
+                                            TileThread at = TileThread::block())
 {
+    if (!at.active) return;
     const index_t nx = v.nx, ny = v.ny;
     float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
-    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int tx = at.tx, ty = at.ty;
     const index_t row_width = nx + 3, col_width = ny + 3;
     const float2 zero = make_float2(0.0f, 0.0f);
     // Rows: lanes along x.
@@ -257,29 +276,33 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 /// below is d's next value there, formed here from g and the halo's old d,
 /// which is read from this tile's own entries of the old pair images (the
 /// second pixel of its last column's and last row's entries): the
-/// neighbouring tile may already have moved d there.
+/// neighbouring tile may already have moved d there. Every thread of the
+/// block calls it (a barrier); `at` places it in the tile.
 __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
                                                     float beta, const float* __restrict__ g,
                                                     float* __restrict__ d,
-                                                    float2* __restrict__ pairs)
+                                                    float2* __restrict__ pairs,
+                                                    TileThread at = TileThread::block())
 {
     __shared__ PairTile tile;
     const index_t nx = v.nx, ny = v.ny;
     const size_type n = static_cast<size_type>(nx) * ny;
     const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
-    const index_t ix = x0 + threadIdx.x, iy = y0 + threadIdx.y;
+    const index_t ix = x0 + at.tx, iy = y0 + at.ty;
     const float* gf = g + frame * n;
     float* df = d + frame * n;
     float2* rows = pairs + static_cast<size_type>(frame) * pair_frame_size(v);
     const float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
-    float own = 0.0f;
-    if (ix < nx && iy < ny) {
-        const size_type k = static_cast<size_type>(iy) * nx + ix;
-        own = direction_at(gf[k], beta, df[k]);
-        df[k] = own;
+    if (at.active) {
+        float own = 0.0f;
+        if (ix < nx && iy < ny) {
+            const size_type k = static_cast<size_type>(iy) * nx + ix;
+            own = direction_at(gf[k], beta, df[k]);
+            df[k] = own;
+        }
+        tile[at.ty][at.tx] = own;
     }
-    tile[threadIdx.y][threadIdx.x] = own;
-    const int t = threadIdx.y * pair_tile + threadIdx.x;
+    const int t = at.active ? at.ty * pair_tile + at.tx : 2 * pair_tile;
     if (t < 2 * pair_tile) {
         // t < 16: the halo column's row t; else the halo row's column t − 16.
         const bool column = t < pair_tile;
@@ -299,7 +322,7 @@ __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int
         }
     }
     __syncthreads();  // every old entry this tile reads is read before it is written
-    write_pairs(v, tile, x0, y0, rows);
+    write_pairs(v, tile, x0, y0, rows, at);
 }
 
 /// The direction step d = −g + β d of the frames still running (blockIdx.z)
@@ -349,7 +372,6 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     constexpr int threads = pair_tile * pair_tile;
     constexpr int warps = threads / 32;
     __shared__ CgnrScalars before;  // the frame's scalars at the start
-    __shared__ double2 warp_sums[warps];
     __shared__ float alpha, beta;
     __shared__ bool steps, moves;
     const int frame = blockIdx.z;
@@ -371,20 +393,7 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
         const double gd = update_at(k, alpha, w.d, w.u, w.e, w.fx, w.x, w.h, w.g);
         sum = {gd * w.e[k], gd * gd};
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        sum.x += __shfl_down_sync(0xffffffffu, sum.x, offset);
-        sum.y += __shfl_down_sync(0xffffffffu, sum.y, offset);
-    }
-    if (t % 32 == 0) warp_sums[t / 32] = sum;
-    __syncthreads();
-    if (t == 0) {
-        double2 block{0.0, 0.0};
-        for (int i = 0; i < warps; ++i) {
-            block.x += warp_sums[i].x;
-            block.y += warp_sums[i].y;
-        }
-        partials[static_cast<size_type>(frame) * tiles + tile_index] = block;
-    }
+    store_block_sum<warps>(sum, t, partials + static_cast<size_type>(frame) * tiles + tile_index);
 
     // (2)
     cooperative_groups::this_grid().sync();
@@ -874,6 +883,40 @@ struct ReduceEpilogue {
     Op op;
     ReductionScratch scratch;
     int first;
+
+    /// Frame first + b's sums over the block's pixels (thread b).
+    __device__ void arrive(int b, double2 total) const
+    {
+        frame_reduce_arrive(scratch, first + b, total, gridDim.x * gridDim.y, op);
+    }
+    __device__ void after(const Parallel2dView&) const {}
+};
+
+/// The dot step and then the rest of the fused form's one-pass iteration
+/// of one frame (cgnr_step_one_pass), in a cooperative launch of the
+/// adjoint whose tiles are the pair images' (adjoint_tile = pair_tile):
+/// each block stores its sums of dᵀe and gᵀd (arrive); after a grid-wide
+/// sync every block sums them in one fixed order and takes α, updates x, h
+/// and g of its tile and stores its sums of gᵀe and ‖g‖²; after a second
+/// sync, cooperative_beta and the direction step with the kept pair images
+/// (move_direction_tile). The same operations as the adjoint with
+/// ReduceEpilogue<StepDotsAt> followed by parallel2d_step_kernel, with the
+/// dot step's sums in one fixed order instead of atomics.
+template <bool WithState>
+struct StepEpilogue {
+    StepDotsAt op;
+    int first;  // 0: one frame
+    CgnrParams params;
+    StepVectors w;
+    RegularizerPrepare prepare;
+    double2* dots;  // [tile]: the blocks' dᵀe and gᵀd
+    double2* sums;  // [tile]: the blocks' gᵀe and ‖g‖²
+
+    __device__ void arrive(int, double2 total) const
+    {
+        dots[blockIdx.y * gridDim.x + blockIdx.x] = total;
+    }
+    __device__ void after(const Parallel2dView& v) const;
 };
 
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
@@ -1035,10 +1078,65 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
                 total.x += warp_sums[j][w].x;
                 total.y += warp_sums[j][w].y;
             }
-            frame_reduce_arrive(epilogue.scratch, epilogue.first + t, total,
-                                gridDim.x * gridDim.y, epilogue.op);
+            epilogue.arrive(t, total);
+        }
+        epilogue.after(v);
+    }
+}
+
+template <bool WithState>
+__device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
+{
+    static_assert(adjoint_tile == pair_tile);
+    constexpr int warps = 64 * adjoint_groups / 32;
+    __shared__ CgnrScalars before;  // after the dot step, before α
+    __shared__ float alpha, beta;
+    __shared__ bool steps, moves;
+    const int t = threadIdx.x;
+    const unsigned tiles = gridDim.x * gridDim.y;
+    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+    CgnrScalars* s = op.s;
+
+    cooperative_groups::this_grid().sync();
+    // α from the dot step's sums (stored as StepDotsAt::finish would)
+    if (t < 32) {
+        const double2 fg = warp_sum_partials(t, dots, tiles);
+        if (t == 0) {
+            CgnrScalars local = s[0];
+            if (local.status == SolveStatus::running) {
+                local.f = fg.x;
+                local.gd = fg.y;
+            }
+            before = local;
+            steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
+            alpha = static_cast<float>(local.alpha);
         }
     }
+    __syncthreads();
+    // x, h, g of the tile's pixels; the block's gᵀe and ‖g‖²
+    const TileThread at = TileThread::of(t);
+    const index_t ix = blockIdx.x * pair_tile + at.tx, iy = blockIdx.y * pair_tile + at.ty;
+    const bool inside = at.active && ix < v.nx && iy < v.ny;
+    const size_type k = static_cast<size_type>(iy) * v.nx + ix;
+    double2 sum{0.0, 0.0};
+    if (steps && inside) {
+        const double gd = update_at(k, alpha, w.d, w.u, w.e, w.fx, w.x, w.h, w.g);
+        sum = {gd * w.e[k], gd * gd};
+    }
+    store_block_sum<warps>(sum, t, sums + tile);
+
+    cooperative_groups::this_grid().sync();
+    // β and the stop tests, every block alike; the state; d and its pair images
+    if (t < 32) cooperative_beta(t, sums, tiles, before, params, tile == 0, s, moves, beta);
+    if constexpr (WithState) {
+        if (inside) {
+            terms_prepare(prepare.terms, prepare.state.data, 1, 0, prepare.p.data, prepare.grid,
+                          ix, iy);
+        }
+    }
+    __syncthreads();
+    if (!moves) return;  // uniform over the block
+    move_direction_tile(v, 0, beta, w.g, w.d, w.pairs, at);
 }
 
 }  // namespace recon::kernels::cuda::p2

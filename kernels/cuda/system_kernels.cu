@@ -288,6 +288,13 @@ void scatter_rows(const Executor& exec, const System& sys, int batch, const floa
     });
 }
 
+/// The adjoint's blocks: one per adjoint_tile² tile of the image.
+dim3 adjoint_grid(const Parallel2dView& sys)
+{
+    return {static_cast<unsigned>((sys.nx + p2::adjoint_tile - 1) / p2::adjoint_tile),
+            static_cast<unsigned>((sys.ny + p2::adjoint_tile - 1) / p2::adjoint_tile)};
+}
+
 /// x = Aᵀ y for `batch` frames; make_epilogue(first) gives the epilogue of
 /// the launch for frames first .. (p2::NoEpilogue or p2::ReduceEpilogue).
 template <class MakeEpilogue>
@@ -297,8 +304,7 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
     const index_t m = rows_of(sys);
     const index_t n = cols_of(sys);
     if (n == 0) return;
-    const dim3 grid{static_cast<unsigned>((sys.nx + p2::adjoint_tile - 1) / p2::adjoint_tile),
-                    static_cast<unsigned>((sys.ny + p2::adjoint_tile - 1) / p2::adjoint_tile)};
+    const dim3 grid = adjoint_grid(sys);
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
         p2::parallel2d_adjoint_kernel<BT><<<grid, 64 * p2::adjoint_groups, 0, stream_of(exec)>>>(
@@ -393,6 +399,29 @@ void normal_apply(const Executor& exec, const SystemView& system, int batch,
     normal(exec, system, batch, d.data, u.data, q.data, Accumulation::automatic);
 }
 
+namespace {
+
+/// The dot step of cgnr_step_normal_dots, per element (cgnr_ops.cuh), for
+/// frames of n = d.size / batch pixels: with fold's terms e = u + F(x, d)
+/// and fx = F(x, x) are written, without e is u.
+StepDotsAt step_dots_at(const RegularizerFold& fold, int batch, View<const float> d,
+                        View<const float> g, View<float> e, View<CgnrScalars> scalars,
+                        View<const float> x, View<float> fx)
+{
+    const bool regularized = fold.terms.count > 0;
+    return {fold,
+            {fold.terms, fold.grid, fold.state, {}, x},
+            batch,
+            d.data,
+            g.data,
+            regularized ? e.data : nullptr,
+            regularized ? fx.data : nullptr,
+            d.size / batch,
+            scalars.data};
+}
+
+}  // namespace
+
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,
                            View<const float> d, View<float> u, View<float> q,
                            const RegularizerFold& fold, View<const float> g, View<float> e,
@@ -420,16 +449,7 @@ void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int b
     }
     // The dot step in the adjoint's epilogue, on each pixel's u as it is
     // stored (cgnr_ops.cuh: the same operations as cgnr_step_dots(_folded)).
-    const size_type n = cols_of(*sys);
-    const StepDotsAt step{fold,
-                          {fold.terms, fold.grid, fold.state, {}, x},
-                          batch,
-                          d.data,
-                          g.data,
-                          regularized ? e.data : nullptr,
-                          regularized ? fx.data : nullptr,
-                          n,
-                          scalars.data};
+    const StepDotsAt step = step_dots_at(fold, batch, d, g, e, scalars, x, fx);
     const ReductionScratch sums = reduction_scratch(exec);
     const float* forward = parallel2d_forward_for_normal(
         exec, *sys, batch, d.data, q.data, reinterpret_cast<const float2*>(d_cache.data));
@@ -519,7 +539,7 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
                                 View<float> x, View<float> h, View<float> g, View<float> cache,
                                 View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
 {
-    if (!split_update_direction()) {
+    if (step_launch() != StepLaunch::split) {
         const StepVectors vectors{u.data, e.data, fx.data, d.data, x.data, h.data, g.data,
                                   reinterpret_cast<float2*>(cache.data)};
         if (cache.size == 0) {
@@ -541,6 +561,58 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
     cuda::cgnr_step_update_beta(exec, params, batch, View<const float>{d.data, d.size}, u, e, fx,
                                 x, h, g, scalars);
     cuda::cgnr_step_direction_cached(exec, system, batch, View<const float>{g.data, g.size}, d,
+                                     cache, scalars, prepare);
+}
+
+namespace {
+
+/// The rays from the kept pair images, then the adjoint of one frame with
+/// p2::StepEpilogue as one cooperative launch; false, and nothing queued,
+/// where its blocks cannot all be resident at once.
+template <bool WithState>
+bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
+                     float* u, const StepDotsAt& op, const StepVectors& w,
+                     const RegularizerPrepare& prepare)
+{
+    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>>;
+    const dim3 grid = adjoint_grid(sys);
+    const unsigned threads = 64 * p2::adjoint_groups;
+    const long long blocks = static_cast<long long>(grid.x) * grid.y;
+    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks)) {
+        return false;
+    }
+    auto* partials = static_cast<double2*>(
+        scratch(exec, ScratchSlot::block_sums, 2 * sizeof(double2) * blocks, false));
+    const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
+    const p2::StepEpilogue<WithState> epilogue{op,     0,       params, w,
+                                               prepare, partials, partials + blocks};
+    return launch_cooperative(exec, kernel, grid, dim3{threads}, sys, forward, u, epilogue);
+}
+
+}  // namespace
+
+void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const CgnrParams& params,
+                        int batch, View<float> d, View<float> u, const RegularizerFold& fold,
+                        View<float> e, View<float> fx, View<float> x, View<float> h,
+                        View<float> g, View<float> cache, View<CgnrScalars> scalars,
+                        const RegularizerPrepare& prepare)
+{
+    const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
+    if (batch == 1 && cache.size != 0 && step_launch() == StepLaunch::fewest) {
+        const Parallel2dView& sys = cached_system(system, batch, cache.size);
+        const bool regularized = fold.terms.count > 0;
+        const StepDotsAt op = step_dots_at(fold, batch, in(d), in(g), e, scalars, in(x), fx);
+        const StepVectors w{u.data, e.data, regularized ? fx.data : nullptr, d.data, x.data,
+                            h.data, g.data, reinterpret_cast<float2*>(cache.data)};
+        if (regularized
+                ? launch_one_pass<true>(exec, sys, params, u.data, op, w, prepare)
+                : launch_one_pass<false>(exec, sys, params, u.data, op, w, RegularizerPrepare{})) {
+            return;
+        }
+    }
+    cuda::cgnr_step_normal_dots(exec, system, batch, in(d), u, {}, fold, in(g), e, scalars, in(x),
+                                fx, in(cache));
+    cuda::cgnr_step_update_direction(exec, system, params, batch, d, in(u), in(e), in(fx), x, h, g,
                                      cache, scalars, prepare);
 }
 

@@ -82,6 +82,22 @@ std::vector<float> download(const Executor& exec, kn::View<float> v, kn::size_ty
 /// One solver of `batch` frames; each timed run copies the frames' b into
 /// the fixed input buffer (device to device, as a new frame does), zeroes
 /// x, and solves.
+/// Sets one of the kernels' environment switches (RECON_..., for comparing
+/// their paths) for the lifetime of the object.
+class ScopedSwitch {
+public:
+    ScopedSwitch(const char* variable, const char* value) : variable_{variable}
+    {
+        setenv(variable, value, 1);
+    }
+    ~ScopedSwitch() { unsetenv(variable_); }
+    ScopedSwitch(const ScopedSwitch&) = delete;
+    ScopedSwitch& operator=(const ScopedSwitch&) = delete;
+
+private:
+    const char* variable_;
+};
+
 struct SolveCase {
     std::string name;
     const recon::SystemModel* model;
@@ -191,10 +207,9 @@ void add_ct_operator_rows(BenchTable& table, const recon::Parallel2d& fly, const
         };
         for (const Rays rays : {Rays{"lines", "staged image lines"},
                                 Rays{"pairs", "pair images + rays"}}) {
-            setenv("RECON_PARALLEL2D_RAYS", rays.mode, 1);
+            const ScopedSwitch on{"RECON_PARALLEL2D_RAYS", rays.mode};
             row(std::string{"A x, on the fly ("} + rays.kernel + ")",
                 [&] { kn::apply(exec, view, frames, xs, axs); });
-            unsetenv("RECON_PARALLEL2D_RAYS");
         }
         row("At y, on the fly (pixel-driven)",
             [&] { kn::apply_adjoint(exec, view, frames, ys, atys); });
@@ -308,20 +323,18 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
          "RECON_PERSISTENT_ROWS", "float"},
     };
     for (const auto& v : variants) {
-        setenv(v.variable, v.value, 1);
+        const ScopedSwitch on{v.variable, v.value};
         const SolveCase c{v.name, v.model, {}, options(SolveLaunch::persistent, CgnrForm::fused)};
         const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
-        unsetenv(v.variable);
         table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
     }
     {
         // The graph's update and β step, then its direction step, as two
         // launches instead of one cooperative launch (RECON_UPDATE_DIRECTION).
-        setenv("RECON_UPDATE_DIRECTION", "split", 1);
+        const ScopedSwitch split{"RECON_UPDATE_DIRECTION", "split"};
         const SolveCase c{"ours one launch (graph), ELLPACK-T, update and direction split",
                           p.sliced_ell.get(), {}, options(SolveLaunch::graph, CgnrForm::fused)};
         const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
-        unsetenv("RECON_UPDATE_DIRECTION");
         table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
     }
     add_cusparse_cgls_rows(table, "gpu solve", p.name, p.csr->csr(), p.b, exec, config.iterations,
@@ -385,39 +398,39 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
         const SolveOutcome o = run_solver(c, exec, 1, b, reps);
         table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
     }
-    {
-        // One frame's A x by staged lines (RECON_PARALLEL2D_RAYS), for comparing.
-        setenv("RECON_PARALLEL2D_RAYS", "lines", 1);
-        const SolveCase c{"ours one launch (graph), on the fly, TV, A x by staged image lines", &fly,
-                          tv, options(SolveLaunch::graph)};
-        const SolveOutcome o = run_solver(c, exec, 1, b, reps);
-        unsetenv("RECON_PARALLEL2D_RAYS");
-        table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
-    }
-    {
-        // The one-pass update and β step, then the direction step, as two
-        // launches instead of one cooperative launch (RECON_UPDATE_DIRECTION).
-        setenv("RECON_UPDATE_DIRECTION", "split", 1);
-        const SolveCase c{"ours one launch (graph), on the fly, TV, update and direction split",
-                          &fly, tv, options(SolveLaunch::graph)};
-        const SolveOutcome o = run_solver(c, exec, 1, b, reps);
-        unsetenv("RECON_UPDATE_DIRECTION");
-        table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
-    }
-    {
-        // The 4 sensors' frames together: each product one pass over the rays.
-        const SolveCase c{"4 frames together, graph, on the fly, TV", &fly, tv,
-                          options(SolveLaunch::graph)};
-        const SolveOutcome o = run_solver(c, exec, 4, b, reps);
-        table.add({"gpu batch", "ct_256", c.name, device, o.timing, batch_note(4, o.timing)});
-    }
-    {
-        setenv("RECON_UPDATE_DIRECTION", "split", 1);
-        const SolveCase c{"4 frames together, graph, on the fly, TV, update and direction split",
-                          &fly, tv, options(SolveLaunch::graph)};
-        const SolveOutcome o = run_solver(c, exec, 4, b, reps);
-        unsetenv("RECON_UPDATE_DIRECTION");
-        table.add({"gpu batch", "ct_256", c.name, device, o.timing, batch_note(4, o.timing)});
+    // The same solve down the solver's other paths, through the kernels'
+    // switches: one frame's A x by staged lines (RECON_PARALLEL2D_RAYS); the
+    // step after the adjoint as a cooperative launch of its own, or as the
+    // update and β step and the direction step (RECON_UPDATE_DIRECTION).
+    // Then the 4 sensors' frames together (each product one pass over the
+    // rays), by default and split.
+    struct Switched {
+        const char* name;
+        int batch;
+        const char* variable;
+        const char* value;
+    };
+    const std::vector<Switched> switched{
+        {"ours one launch (graph), on the fly, TV, A x by staged image lines", 1,
+         "RECON_PARALLEL2D_RAYS", "lines"},
+        {"ours one launch (graph), on the fly, TV, cooperative step apart", 1,
+         "RECON_UPDATE_DIRECTION", "cooperative"},
+        {"ours one launch (graph), on the fly, TV, update and direction split", 1,
+         "RECON_UPDATE_DIRECTION", "split"},
+        {"4 frames together, graph, on the fly, TV", 4, "RECON_UPDATE_DIRECTION", "auto"},
+        {"4 frames together, graph, on the fly, TV, update and direction split", 4,
+         "RECON_UPDATE_DIRECTION", "split"},
+    };
+    for (const auto& v : switched) {
+        const ScopedSwitch on{v.variable, v.value};
+        const SolveCase c{v.name, &fly, tv, options(SolveLaunch::graph)};
+        const SolveOutcome o = run_solver(c, exec, v.batch, b, reps);
+        if (v.batch == 1) {
+            table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
+        } else {
+            table.add({"gpu batch", "ct_256", c.name, device, o.timing,
+                       batch_note(v.batch, o.timing)});
+        }
     }
     add_cusparse_cgls_rows(table, "gpu solve", "ct_256", csr, b, exec, config.iterations, reps,
                            ", no regularizer (CGLS)");

@@ -154,29 +154,31 @@ void CgnrSolver::iterate(int k)
         return kn::RegularizerFold{regularizer_.terms(), grid_, in(state_.view()), in(base), in(v)};
     };
 
-    // u_k = Aᵀ(A d_k), in one pass over A (CGLS1 also keeps q_k = A d_k);
-    // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass, or the
-    // product's epilogue; for the one-pass step below also F(x_k, x_k), into
-    // fx_, which exists for the fused form with a regularizer)
-    const View<float> fx = one_pass ? fx_.view() : View<float>{};
-    kn::cgnr_step_normal_dots(exec_, view_, batch_, in(d_.view()), u_.view(),
-                              cgls1 ? q_.view() : View<float>{}, fold(u_.view(), d_.view()),
-                              in(g), e, scalars_.view(),
-                              in(x_.view()), fx, in(d_cache_.view()));
     // The state of F(x_{k+1}, ·) for the next iteration (the lag moves on),
     // made in the direction step's pass.
     const kn::RegularizerPrepare prepare{regularizer_.terms(), grid_, in(x_.view()),
                                          state_.view()};
     if (one_pass) {
+        // u_k = Aᵀ(A d_k);  e_k = u_k + F(x_k, d_k);  F(x_k, x_k) into fx_
+        // (which exists for the fused form with a regularizer);
+        // f_k = d_kᵀ e_k;  g_kᵀ d_k;
         // α_k;  x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k;
         // g_{k+1} = h_k + F(x_k, x_k) + α_k e_k = h_{k+1} + F(x_k, x_{k+1})
         // (F is linear in its second argument);  β_k and the stop tests;
-        // d_{k+1} = −g_{k+1} + β_k d_k and the state   (one or two launches)
-        kn::cgnr_step_update_direction(exec_, view_, params_, batch_, d_.view(), in(u_.view()),
-                                       in(e), in(fx), x_.view(), h_.view(), g, d_cache_.view(),
-                                       scalars_.view(), prepare);
+        // d_{k+1} = −g_{k+1} + β_k d_k and the state   (one call: two to
+        // four launches)
+        kn::cgnr_step_one_pass(exec_, view_, params_, batch_, d_.view(), u_.view(),
+                               fold(u_.view(), d_.view()), e, fx_.view(), x_.view(), h_.view(), g,
+                               d_cache_.view(), scalars_.view(), prepare);
         return;
     }
+    // u_k = Aᵀ(A d_k), in one pass over A (CGLS1 also keeps q_k = A d_k);
+    // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass, or the
+    // product's epilogue)
+    kn::cgnr_step_normal_dots(exec_, view_, batch_, in(d_.view()), u_.view(),
+                              cgls1 ? q_.view() : View<float>{}, fold(u_.view(), d_.view()),
+                              in(g), e, scalars_.view(), in(x_.view()), {},
+                              in(d_cache_.view()));
     // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
     // fused form: h_{k+1} = h_k + α_k u_k
     kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(),

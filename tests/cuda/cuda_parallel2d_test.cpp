@@ -510,6 +510,136 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
     }
 }
 
+/// The fused form's iteration in one call (cgnr_step_one_pass: for one
+/// frame the rays and a cooperative adjoint that runs the whole step after
+/// its epilogue), and the same call with RECON_UPDATE_DIRECTION=cooperative
+/// (the two calls inside), against cgnr_step_normal_dots followed by
+/// cgnr_step_update_direction: u, e and fx bit for bit; the scalars within
+/// the order of their sums; x, h, g, the state and d within rounding (α and
+/// β may round apart in their last bit); the pair images equal to ones made
+/// afresh from the new d. The state F reads and the one made for the next
+/// iteration are one buffer, as the solver passes them. Frame 0 runs or has
+/// stopped (then it keeps x, h, g, d and its scalars); with 3 frames,
+/// frame 1 has stopped.
+TEST_P(Parallel2dGpuDirectionCache, OnePassMatchesTheDotStepThenTheStep)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const CachedFrames frames{GetParam()};
+    const auto& [geo, batch, model, grid, gpu_view, len, terms, state_size, cache_size] = frames;
+    SCOPED_TRACE(geo.name);
+    ASSERT_GT(cache_size, 0U);
+    const kernels::CgnrParams params{50, 0.0};
+    auto image = [&] { return test::random_vector(len, rng); };
+    const auto d = image(), x = image(), h = image(), g = image(), p = image();
+    std::vector<float> state(state_size);
+    kernels::regularizer_prepare(Executor::cpu(), terms, grid, batch, cview_of(p), view_of(state));
+    for (const SolveStatus first : {SolveStatus::running, SolveStatus::converged}) {
+        SCOPED_TRACE(first == SolveStatus::running ? "frame 0 runs" : "frame 0 has stopped");
+        std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
+        for (auto& sc : scalars) {
+            sc.gg0 = 1e6;
+            sc.gg = 1.0;
+            sc.iterations = 4;
+        }
+        scalars[0].status = first;
+        if (batch > 2) scalars[1].status = SolveStatus::converged;
+        for (const bool regularized : {true, false}) {
+            SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
+            struct Run {
+                kernels::Array<float> d, x, h, g, u, e, fx, cache, state;
+                kernels::Array<kernels::CgnrScalars> s;
+            };
+            auto start = [&] {
+                Run r{upload(d),       upload(x),       upload(h),
+                      upload(g),       poisoned(len),   poisoned(len),
+                      poisoned(len),   poisoned(cache_size), upload(state),
+                      kernels::Array<kernels::CgnrScalars>{gpu(), scalars}};
+                kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(r.d), r.cache.view());
+                return r;
+            };
+            auto one = start(), cooperative = start(), two = start();
+            const auto used = regularized ? terms : kernels::RegularizerTerms{};
+            // Without a regularizer e is u and g is h, as the solver passes them.
+            auto e_of = [&](Run& r) { return regularized ? r.e.view() : r.u.view(); };
+            auto g_of = [&](Run& r) { return regularized ? r.g.view() : r.h.view(); };
+            auto fx_of = [&](Run& r) { return regularized ? r.fx.view() : kernels::View<float>{}; };
+            auto fold_of = [&](Run& r) {
+                return kernels::RegularizerFold{used, grid, cview(r.state), {}, cview(r.d)};
+            };
+            auto prepare_of = [&](Run& r) {
+                return kernels::RegularizerPrepare{used, grid, cview(r.x), r.state.view()};
+            };
+            auto one_call = [&](Run& r) {
+                kernels::cgnr_step_one_pass(gpu(), gpu_view, params, batch, r.d.view(), r.u.view(),
+                                            fold_of(r), e_of(r), fx_of(r), r.x.view(), r.h.view(),
+                                            g_of(r), r.cache.view(), r.s.view(), prepare_of(r));
+            };
+            one_call(one);
+            {
+                const test::ScopedEnv apart{"RECON_UPDATE_DIRECTION", "cooperative"};
+                one_call(cooperative);
+            }
+            const auto in = [](kernels::View<float> v) {
+                return kernels::View<const float>{v.data, v.size};
+            };
+            kernels::cgnr_step_normal_dots(gpu(), gpu_view, batch, cview(two.d), two.u.view(), {},
+                                           fold_of(two), in(g_of(two)), e_of(two), two.s.view(),
+                                           cview(two.x), fx_of(two), cview(two.cache));
+            kernels::cgnr_step_update_direction(gpu(), gpu_view, params, batch, two.d.view(),
+                                                cview(two.u), in(e_of(two)), in(fx_of(two)),
+                                                two.x.view(), two.h.view(), g_of(two),
+                                                two.cache.view(), two.s.view(), prepare_of(two));
+            const auto s2 = two.s.to_host();
+            for (auto* run : {&one, &cooperative}) {
+                SCOPED_TRACE(run == &one ? "one call" : "cooperative step apart");
+                EXPECT_EQ(run->u.to_host(), two.u.to_host()) << "u";
+                if (regularized) {
+                    EXPECT_EQ(run->e.to_host(), two.e.to_host()) << "e";
+                    EXPECT_EQ(run->fx.to_host(), two.fx.to_host()) << "fx";
+                    expect_close(run->g.to_host(), two.g.to_host(), 1e-6, "g");
+                    expect_close(run->state.to_host(), two.state.to_host(), 1e-6, "state");
+                }
+                expect_close(run->x.to_host(), two.x.to_host(), 1e-6, "x");
+                expect_close(run->h.to_host(), two.h.to_host(), 1e-6, "h");
+                expect_close(run->d.to_host(), two.d.to_host(), 1e-6, "d");
+                const auto s1 = run->s.to_host();
+                for (int b = 0; b < batch; ++b) {
+                    SCOPED_TRACE("frame " + std::to_string(b));
+                    EXPECT_EQ(s1[b].status, s2[b].status);
+                    EXPECT_EQ(s1[b].iterations, s2[b].iterations);
+                    EXPECT_NEAR(s1[b].f, s2[b].f, 1e-9 * std::abs(s2[b].f));
+                    EXPECT_NEAR(s1[b].gd, s2[b].gd, 1e-9 * std::abs(s2[b].gd));
+                    EXPECT_NEAR(s1[b].alpha, s2[b].alpha, 1e-9 * std::abs(s2[b].alpha));
+                    EXPECT_NEAR(s1[b].gg, s2[b].gg, 1e-9 * s2[b].gg);
+                    EXPECT_NEAR(s1[b].beta, s2[b].beta, 1e-6 * std::abs(s2[b].beta) + 1e-12);
+                }
+                auto fresh = poisoned(cache_size);
+                kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(run->d), fresh.view());
+                EXPECT_EQ(run->cache.to_host(), fresh.to_host())
+                    << "pair images, against ones made afresh";
+                if (first != SolveStatus::running) {
+                    const auto pixels = static_cast<std::size_t>(grid.size());
+                    const auto frame0 = [&](const std::vector<float>& v) {
+                        return std::vector<float>(v.begin(), v.begin() + pixels);
+                    };
+                    EXPECT_EQ(frame0(run->x.to_host()), frame0(x)) << "a stopped frame keeps x";
+                    EXPECT_EQ(frame0(run->h.to_host()), frame0(h)) << "and h";
+                    EXPECT_EQ(frame0(run->d.to_host()), frame0(d)) << "and d";
+                    EXPECT_EQ(s1[0].f, scalars[0].f) << "and its scalars";
+                    EXPECT_EQ(s1[0].iterations, 4);
+                }
+            }
+            if (first == SolveStatus::running) {
+                EXPECT_EQ(s2[0].status, SolveStatus::running);
+                EXPECT_EQ(s2[0].iterations, 5);
+            }
+        }
+    }
+}
+
 TEST(Parallel2dGpuDirectionCache, IsKeptOnlyWhereTheRaysReadPairImages)
 {
     // 4 frames go through the staged lines (or make their own pair images);

@@ -246,6 +246,7 @@ void sanitize_solves(SolveLaunch launch)
     if (launch != SolveLaunch::persistent) {
         problems.push_back({parallel, "tv:0.02,nonneg:2", 5});
         problems.push_back({parallel, "tv:0.02,nonneg:2", 2});  // the pair images of d kept
+        problems.push_back({parallel, "tv:0.02,nonneg:2", 1});  // the step in the adjoint's launch
     }
     for (const auto& [model, regularizer, batch] : problems) {
         const auto b = test::random_vector(static_cast<std::size_t>(batch) * model.rows(), rng);

@@ -313,6 +313,92 @@ TEST(CgnrSteps, CombinedCallsEqualTheirStepsOnTheCpu)
     EXPECT_EQ(s1[1].status, SolveStatus::breakdown);
 }
 
+TEST(CgnrSteps, OnePassEqualsTheDotStepThenTheStepOnTheCpu)
+{
+    // cgnr_step_one_pass is one call for the GPU's sake; on the CPU it is
+    // cgnr_step_normal_dots and then cgnr_step_update_direction, bit for
+    // bit, with the state read by F and made for the next iteration in one
+    // buffer, as the solver passes it. With and without a regularizer
+    // (without: e is u, g is h).
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const ImageGrid grid{19, 21};
+    const int batch = 2;
+    const SyntheticView system{700, static_cast<index_t>(grid.size()), 3000, seed};
+    RegularizerTerms tv;
+    tv.count = 1;
+    tv.term[0] = {RegularizerKind::tv, 0.3f, 0.05f};
+    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    auto vec = [&] { return test::random_vector(n, rng); };
+    const auto p = vec(), d = vec(), x = vec(), g = vec(), h = vec();
+    const Executor cpu = Executor::cpu();
+    const CgnrParams params{50, 0.0};
+    std::vector<CgnrScalars> s0(batch);
+    for (auto& v : s0) {
+        v.gg0 = 1e3;
+        v.iterations = 4;
+    }
+    s0[1].status = SolveStatus::converged;
+    for (const bool regularized : {true, false}) {
+        SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
+        const RegularizerTerms terms = regularized ? tv : RegularizerTerms{};
+        std::vector<float> state0(std::max<size_type>(1, regularizer_state_size(terms, grid, batch)));
+        if (regularized) regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state0));
+        struct Run {
+            std::vector<float> d, x, h, g, u, e, fx, state;
+            std::vector<CgnrScalars> s;
+        };
+        const std::vector<float> nan(n, poison);
+        Run one{d, x, h, g, nan, nan, nan, state0, s0}, two = one;
+        auto views = [&](Run& r) {
+            return std::pair{regularized ? view_of(r.e) : view_of(r.u),
+                             regularized ? view_of(r.g) : view_of(r.h)};
+        };
+        {
+            const auto [e, gv] = views(one);
+            cgnr_step_one_pass(cpu, system, params, batch, view_of(one.d), view_of(one.u),
+                               {terms, grid, cview_of(one.state), cview_of(nan), cview_of(one.d)},
+                               e, regularized ? view_of(one.fx) : View<float>{}, view_of(one.x),
+                               view_of(one.h), gv, {}, view_of(one.s),
+                               {terms, grid, cview_of(one.x), view_of(one.state)});
+        }
+        {
+            const auto [e, gv] = views(two);
+            const View<float> fx = regularized ? view_of(two.fx) : View<float>{};
+            cgnr_step_normal_dots(cpu, system, batch, cview_of(two.d), view_of(two.u), {},
+                                  {terms, grid, cview_of(two.state), cview_of(nan), cview_of(two.d)},
+                                  View<const float>{gv.data, gv.size}, e, view_of(two.s),
+                                  cview_of(two.x), fx);
+            cgnr_step_update_direction(cpu, system, params, batch, view_of(two.d),
+                                       cview_of(two.u), View<const float>{e.data, e.size},
+                                       View<const float>{fx.data, fx.size}, view_of(two.x),
+                                       view_of(two.h), gv, {}, view_of(two.s),
+                                       {terms, grid, cview_of(two.x), view_of(two.state)});
+        }
+        EXPECT_EQ(one.u, two.u);
+        EXPECT_EQ(one.d, two.d);
+        EXPECT_EQ(one.x, two.x);
+        EXPECT_EQ(one.h, two.h);
+        if (regularized) {
+            EXPECT_EQ(one.e, two.e);
+            EXPECT_EQ(one.fx, two.fx);
+            EXPECT_EQ(one.g, two.g);
+            EXPECT_EQ(one.state, two.state);
+        }
+        for (int b = 0; b < batch; ++b) {
+            SCOPED_TRACE("frame " + std::to_string(b));
+            EXPECT_EQ(one.s[b].status, two.s[b].status);
+            EXPECT_EQ(one.s[b].f, two.s[b].f);
+            EXPECT_EQ(one.s[b].alpha, two.s[b].alpha);
+            EXPECT_EQ(one.s[b].beta, two.s[b].beta);
+            EXPECT_EQ(one.s[b].iterations, two.s[b].iterations);
+        }
+        EXPECT_EQ(one.s[0].iterations, 5);
+        EXPECT_EQ(one.s[1].status, SolveStatus::converged);
+    }
+}
+
 TEST(CgnrSteps, TheCpuKeepsNoCopyOfTheDirection)
 {
     // The CPU's products read d itself: no cache, and one offered is a
