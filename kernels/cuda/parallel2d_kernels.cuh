@@ -64,11 +64,13 @@
 // per (pixel, view) with a branch each: 138 µs).
 //
 // The solver's iteration around them (cgnr_step_normal_dots,
-// cgnr_step_update_direction): the adjoint runs the dot step in its
-// epilogue (ReduceEpilogue), the direction step keeps the pair images of d
-// (parallel2d_direction_kernel), and update, β and direction are one
-// cooperative launch (parallel2d_step_kernel): ct_256 is three kernels per
-// iteration. ncu (H100, 2026-11-22): rays 16.0 µs, the adjoint with the
+// cgnr_step_update_direction, or both as cgnr_step_one_pass): the adjoint
+// runs the dot step in its epilogue (ReduceEpilogue), the direction step
+// keeps the pair images of d (parallel2d_direction_kernel), update, β and
+// direction are one cooperative launch (parallel2d_step_kernel), and for
+// one frame the adjoint, launched cooperatively, runs that step itself
+// (StepEpilogue): ct_256 is two kernels per iteration. ncu (H100,
+// 2026-11-22, before the last): rays 16.0 µs, the adjoint with the
 // epilogue ~21 µs (17.1 alone), the cooperative step 7.2 µs.
 
 #include <cuda_runtime.h>
