@@ -5,9 +5,11 @@
 // grid-wide sync, then every block sums its frame's partials in one fixed
 // order, runs the scalar code on its own copy of the scalars and moves d.
 // One grid sync instead of a kernel boundary and a reduction's ticket tail.
-// Two kernels take this shape: the flat one here (update_direction_kernel in
-// cgnr_kernels.cu, any system) and the parallel-beam one that also moves the
-// kept pair images of d (parallel2d_step_kernel).
+// Three kernels take this shape: the flat one (update_direction_kernel in
+// cgnr_kernels.cu, any system), the parallel-beam one that also moves the
+// kept pair images of d (parallel2d_step_kernel), and the parallel-beam
+// adjoint of one frame that runs it after its epilogue (p2::StepEpilogue,
+// whose dot sums take a first grid sync of the same kind).
 
 #include <cuda_runtime.h>
 
