@@ -733,11 +733,22 @@ __global__ void __launch_bounds__(1024)
 // --- Aᵀ y --------------------------------------------------------------------------
 
 constexpr int adjoint_tile = 16;    // pixels per tile side
-constexpr int adjoint_groups = 8;   // view groups per block (64 threads each)
 constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 needed)
 
+/// View groups per block (64 threads each, a 2 x 2 pixel quad per thread)
+/// and views staged at once. A 256 x 256 image is 256 tiles, two per SM:
+/// one frame's blocks of 12 groups keep 48 warps per SM in flight, 8 groups
+/// 32; 4 frames take 64 registers, where 8 groups let two blocks share an
+/// SM. A chunk is a multiple of the groups, so that they take as many views
+/// each (ct_256's 180 views: 96 + 84 for 12 groups).
 template <int BT>
-constexpr int adjoint_chunk = BT == 1 ? 64 : 32;  // views staged at once
+constexpr int adjoint_groups = BT == 1 ? 12 : 8;
+template <int BT>
+constexpr int adjoint_chunk = BT == 1 ? 96 : 32;
+
+/// Threads of an adjoint block for BT frames.
+template <int BT>
+constexpr int adjoint_threads = 64 * adjoint_groups<BT>;
 
 /// The staged bins of a chunk of views: per (view, bin) y · scale for BT
 /// frames and the ray's base crossing. One frame keeps (y, base) pairs, one
@@ -922,18 +933,19 @@ struct StepEpilogue {
 };
 
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
-/// 16 x 16 pixels, 512 threads = 8 view groups x 64 threads x 2 x 2 pixels.
-/// Blocks per SM: 3 for one frame (40 registers), 2 for 4 frames (at most 64
-/// registers; left free, the split table's loads took 75 and one block).
+/// 16 x 16 pixels, adjoint_groups<BT> view groups x 64 threads x 2 x 2
+/// pixels. Two blocks per SM: at most 42 registers for one frame (768
+/// threads), 64 for 4 frames (512; left free, the split table's loads took
+/// 75 and one block).
 template <int BT, class Epilogue>
-__global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
+__global__ void __launch_bounds__(adjoint_threads<BT>, 2)
     parallel2d_adjoint_kernel(Parallel2dView v, const float* __restrict__ y, float* __restrict__ x,
                               Epilogue epilogue)
 {
     constexpr int chunk_views = adjoint_chunk<BT>;
     constexpr int group_threads = 64;
     // The table, and after the last chunk the view groups' sums in its place.
-    constexpr std::size_t sums_bytes = sizeof(float) * adjoint_groups * group_threads * 4 * BT;
+    constexpr std::size_t sums_bytes = sizeof(float) * adjoint_groups<BT> * group_threads * 4 * BT;
     constexpr std::size_t table_bytes = sizeof(AdjointTable<BT>);
     __shared__ __align__(16) unsigned char memory[table_bytes > sums_bytes ? table_bytes
                                                                            : sums_bytes];
@@ -967,11 +979,11 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
         // A fixed number of entries per thread, unrolled, so that each
         // thread's loads of y are in flight together (ncu, H100: the wait
         // on one load at a time was 13 % of the kernel's stall samples).
-        constexpr int staged_per_thread = chunk_views * adjoint_window / (64 * adjoint_groups);
-        static_assert(staged_per_thread * 64 * adjoint_groups == chunk_views * adjoint_window);
+        constexpr int staged_per_thread = chunk_views * adjoint_window / (adjoint_threads<BT>);
+        static_assert(staged_per_thread * adjoint_threads<BT> == chunk_views * adjoint_window);
 #pragma unroll
         for (int j = 0; j < staged_per_thread; ++j) {
-            const int e = t + j * 64 * adjoint_groups;
+            const int e = t + j * adjoint_threads<BT>;
             if (e >= count * adjoint_window) break;
             const int vl = e / adjoint_window;  // a shift
             const int i = e - vl * adjoint_window;
@@ -988,7 +1000,7 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
             table.store(vl, i, ys, base);
         }
         __syncthreads();
-        for (int vl = group; vl < count; vl += adjoint_groups) {
+        for (int vl = group; vl < count; vl += adjoint_groups<BT>) {
             const AdjointView a = views[vl];
             if (a.valid == 0) continue;
             if (a.step_y != 0) {
@@ -1019,7 +1031,7 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
     // have no pixel (one frame: 256 of 512) as items after these; with no
     // such threads, the pixel's thread does it.
     constexpr int tile_pixels = adjoint_tile * adjoint_tile;
-    constexpr int block_threads = 64 * adjoint_groups;
+    constexpr int block_threads = adjoint_threads<BT>;
     constexpr bool reduces = !std::is_same_v<Epilogue, NoEpilogue>;
     constexpr int main_items = tile_pixels * BT;
     constexpr bool aside_apart = reduces && 2 * main_items <= block_threads;
@@ -1047,7 +1059,7 @@ __global__ void __launch_bounds__(64 * adjoint_groups, BT == 1 ? 3 : 2)
             continue;
         }
         float sum = 0.0f;
-        for (int gr = 0; gr < adjoint_groups; ++gr) {
+        for (int gr = 0; gr < adjoint_groups<BT>; ++gr) {
             sum += sums[((gr * 4 + quad) * BT + b) * group_threads + at];
         }
         x[static_cast<size_type>(b) * n + i] = sum;
@@ -1090,7 +1102,7 @@ template <bool WithState>
 __device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
 {
     static_assert(adjoint_tile == pair_tile);
-    constexpr int warps = 64 * adjoint_groups / 32;
+    constexpr int warps = adjoint_threads<1> / 32;
     __shared__ CgnrScalars before;  // after the dot step, before α
     __shared__ float alpha, beta;
     __shared__ bool steps, moves;

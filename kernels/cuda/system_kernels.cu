@@ -307,7 +307,7 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
     const dim3 grid = adjoint_grid(sys);
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
-        p2::parallel2d_adjoint_kernel<BT><<<grid, 64 * p2::adjoint_groups, 0, stream_of(exec)>>>(
+        p2::parallel2d_adjoint_kernel<BT><<<grid, p2::adjoint_threads<BT>, 0, stream_of(exec)>>>(
             sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n,
             make_epilogue(first));
         RECON_CUDA_CHECK_LAUNCH();
@@ -576,7 +576,7 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
 {
     auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>>;
     const dim3 grid = adjoint_grid(sys);
-    const unsigned threads = 64 * p2::adjoint_groups;
+    const unsigned threads = p2::adjoint_threads<1>;
     const long long blocks = static_cast<long long>(grid.x) * grid.y;
     if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks)) {
         return false;
