@@ -393,10 +393,10 @@ bool launch_update_direction(const Executor& exec, const CgnrParams& params, int
         scratch(exec, ScratchSlot::block_sums, sizeof(double2) * blocks, false));
     return prepare.terms.count > 0
                ? launch_cooperative(exec, update_direction_kernel<true>, grid,
-                                    dim3{reduce_threads}, n, params, batch, vectors, scalars,
+                                    dim3{reduce_threads}, 0, n, params, batch, vectors, scalars,
                                     prepare, partials)
                : launch_cooperative(exec, update_direction_kernel<false>, grid,
-                                    dim3{reduce_threads}, n, params, batch, vectors, scalars,
+                                    dim3{reduce_threads}, 0, n, params, batch, vectors, scalars,
                                     RegularizerPrepare{}, partials);
 }
 

@@ -53,31 +53,35 @@ bool launch_update_direction(const Executor& exec, const CgnrParams& params, int
                              size_type n, const StepVectors& vectors, CgnrScalars* scalars,
                              const RegularizerPrepare& prepare);
 
-/// Whether `blocks` blocks of `kernel` (`threads` each, no dynamic shared
-/// memory) can all be resident at once on the executor's device, as a
-/// cooperative launch needs (false where the device has none).
+/// Whether `blocks` blocks of `kernel` (`threads` each, `shared_bytes` of
+/// dynamic shared memory, whose limit the caller has set) can all be
+/// resident at once on the executor's device, as a cooperative launch needs
+/// (false where the device has none).
 inline bool cooperative_fits(const Executor& exec, const void* kernel, unsigned threads,
-                             long long blocks)
+                             long long blocks, std::size_t shared_bytes = 0)
 {
     return device_attribute(exec, cudaDevAttrCooperativeLaunch) != 0 &&
-           static_cast<long long>(resident_per_sm(exec, kernel, threads)) * sm_count(exec) >=
+           static_cast<long long>(resident_per_sm(exec, kernel, threads, shared_bytes)) *
+                   sm_count(exec) >=
                blocks;
 }
 
-/// Queues `kernel` as one cooperative launch of grid x block on the
-/// executor's stream, or returns false where cooperative_fits does not hold.
+/// Queues `kernel` as one cooperative launch of grid x block with
+/// `shared_bytes` of dynamic shared memory on the executor's stream, or
+/// returns false where cooperative_fits does not hold.
 template <class... Params, class... Args>
 bool launch_cooperative(const Executor& exec, void (*kernel)(Params...), dim3 grid, dim3 block,
-                        Args&&... args)
+                        std::size_t shared_bytes, Args&&... args)
 {
     if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel),
                           block.x * block.y * block.z,
-                          static_cast<long long>(grid.x) * grid.y * grid.z)) {
+                          static_cast<long long>(grid.x) * grid.y * grid.z, shared_bytes)) {
         return false;
     }
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;
+    config.dynamicSmemBytes = shared_bytes;
     config.stream = stream_of(exec);
     cudaLaunchAttribute cooperative{};
     cooperative.id = cudaLaunchAttributeCooperative;

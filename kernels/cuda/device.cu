@@ -57,17 +57,19 @@ int sm_count(const Executor& exec)
     return device_attribute(exec, cudaDevAttrMultiProcessorCount);
 }
 
-int resident_per_sm(const Executor& exec, const void* kernel, unsigned threads)
+int resident_per_sm(const Executor& exec, const void* kernel, unsigned threads,
+                    std::size_t shared_bytes)
 {
     static std::mutex mutex;
-    static std::map<std::tuple<int, const void*, unsigned>, int> counts;
+    static std::map<std::tuple<int, const void*, unsigned, std::size_t>, int> counts;
     const std::lock_guard lock{mutex};
-    const std::tuple<int, const void*, unsigned> key{exec.device(), kernel, threads};
+    const std::tuple<int, const void*, unsigned, std::size_t> key{exec.device(), kernel, threads,
+                                                                  shared_bytes};
     auto it = counts.find(key);
     if (it == counts.end()) {
         int per_sm = 0;
         RECON_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, kernel, static_cast<int>(threads), 0));
+            &per_sm, kernel, static_cast<int>(threads), shared_bytes));
         it = counts.emplace(key, per_sm).first;
     }
     return it->second;

@@ -26,10 +26,11 @@ int device_attribute(const Executor& exec, cudaDeviceAttr attribute);
 /// Multiprocessor count of the executor's device.
 int sm_count(const Executor& exec);
 
-/// Blocks of `kernel` (`threads` each, no dynamic shared memory) that one SM
-/// of the executor's device holds at once (asked once per device, kernel
-/// and block size).
-int resident_per_sm(const Executor& exec, const void* kernel, unsigned threads);
+/// Blocks of `kernel` (`threads` each, `shared_bytes` of dynamic shared
+/// memory) that one SM of the executor's device holds at once (asked once
+/// per device, kernel, block size and shared memory).
+int resident_per_sm(const Executor& exec, const void* kernel, unsigned threads,
+                    std::size_t shared_bytes = 0);
 
 /// Blocks of `threads` covering `work` items, capped at `cap` (grid-stride
 /// loops cover the rest); at least 1.

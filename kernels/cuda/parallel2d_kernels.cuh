@@ -739,12 +739,12 @@ constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 nee
 /// and views staged at once. A 256 x 256 image is 256 tiles, two per SM:
 /// one frame's blocks of 12 groups keep 48 warps per SM in flight, 8 groups
 /// 32; 4 frames take 64 registers, where 8 groups let two blocks share an
-/// SM. A chunk is a multiple of the groups, so that they take as many views
-/// each (ct_256's 180 views: 96 + 84 for 12 groups).
+/// SM. One frame stages up to 192 views at once (ct_256's 180 in one chunk:
+/// one staging and three barriers per block), 4 frames 32.
 template <int BT>
 constexpr int adjoint_groups = BT == 1 ? 12 : 8;
 template <int BT>
-constexpr int adjoint_chunk = BT == 1 ? 96 : 32;
+constexpr int adjoint_chunk = BT == 1 ? 192 : 32;
 
 /// Threads of an adjoint block for BT frames.
 template <int BT>
@@ -796,6 +796,17 @@ struct AdjointTable<4> {
     }
 };
 
+/// Dynamic shared memory of parallel2d_adjoint_kernel<BT>: the table (after
+/// the last chunk the view groups' sums in its place), then the chunk's
+/// views.
+template <int BT>
+constexpr std::size_t adjoint_table_bytes()
+{
+    const std::size_t sums = sizeof(float) * adjoint_groups<BT> * 64 * 4 * BT;
+    const std::size_t table = sizeof(AdjointTable<BT>);
+    return ((table > sums ? table : sums) + 15) / 16 * 16;
+}
+
 /// Per-view constants of the adjoint for one tile. The first eight words
 /// are read per (thread, view); the rest only while staging.
 struct alignas(16) AdjointView {
@@ -813,6 +824,10 @@ RECON_HD float candidate_sum(float slope_u, float cv, float u0, float kf, float 
 {
     return add_rn(fma_rn(jf, cv, fma_rn(kf, slope_u, u0)), magic);
 }
+
+template <int BT>
+constexpr std::size_t adjoint_shared_bytes =
+    adjoint_table_bytes<BT>() + sizeof(AdjointView) * adjoint_chunk<BT>;
 
 /// The view's constants for the tile with corner (tx0, ty0).
 RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t tx0, index_t ty0)
@@ -944,13 +959,10 @@ __global__ void __launch_bounds__(adjoint_threads<BT>, 2)
 {
     constexpr int chunk_views = adjoint_chunk<BT>;
     constexpr int group_threads = 64;
-    // The table, and after the last chunk the view groups' sums in its place.
-    constexpr std::size_t sums_bytes = sizeof(float) * adjoint_groups<BT> * group_threads * 4 * BT;
-    constexpr std::size_t table_bytes = sizeof(AdjointTable<BT>);
-    __shared__ __align__(16) unsigned char memory[table_bytes > sums_bytes ? table_bytes
-                                                                           : sums_bytes];
-    __shared__ AdjointView views[chunk_views];
+    extern __shared__ __align__(16) unsigned char adjoint_shared[];  // adjoint_shared_bytes<BT>
+    unsigned char* memory = adjoint_shared;
     auto& table = *reinterpret_cast<AdjointTable<BT>*>(memory);
+    auto* views = reinterpret_cast<AdjointView*>(adjoint_shared + adjoint_table_bytes<BT>());
     const int t = threadIdx.x;
     const int group = t / group_threads;
     const int local = t - group * group_threads;

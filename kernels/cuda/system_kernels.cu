@@ -295,6 +295,15 @@ dim3 adjoint_grid(const Parallel2dView& sys)
             static_cast<unsigned>((sys.ny + p2::adjoint_tile - 1) / p2::adjoint_tile)};
 }
 
+/// Lets `kernel` (an adjoint of BT frames) take adjoint_shared_bytes<BT> of
+/// dynamic shared memory (over the default 48 KB for one frame).
+template <int BT, class Kernel>
+void allow_adjoint_shared(Kernel kernel)
+{
+    RECON_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(p2::adjoint_shared_bytes<BT>)));
+}
+
 /// x = Aᵀ y for `batch` frames; make_epilogue(first) gives the epilogue of
 /// the launch for frames first .. (p2::NoEpilogue or p2::ReduceEpilogue).
 template <class MakeEpilogue>
@@ -307,7 +316,9 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
     const dim3 grid = adjoint_grid(sys);
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
-        p2::parallel2d_adjoint_kernel<BT><<<grid, p2::adjoint_threads<BT>, 0, stream_of(exec)>>>(
+        auto kernel = p2::parallel2d_adjoint_kernel<BT, decltype(make_epilogue(first))>;
+        allow_adjoint_shared<BT>(kernel);
+        kernel<<<grid, p2::adjoint_threads<BT>, p2::adjoint_shared_bytes<BT>, stream_of(exec)>>>(
             sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n,
             make_epilogue(first));
         RECON_CUDA_CHECK_LAUNCH();
@@ -527,7 +538,7 @@ bool launch_step(const Executor& exec, const Parallel2dView& sys, const CgnrPara
     const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
     auto* partials = static_cast<double2*>(
         scratch(exec, ScratchSlot::block_sums, sizeof(double2) * blocks, false));
-    return launch_cooperative(exec, p2::parallel2d_step_kernel<WithState>, grid, block, sys,
+    return launch_cooperative(exec, p2::parallel2d_step_kernel<WithState>, grid, block, 0, sys,
                               params, batch, vectors, scalars, prepare, partials);
 }
 
@@ -578,7 +589,9 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     const dim3 grid = adjoint_grid(sys);
     const unsigned threads = p2::adjoint_threads<1>;
     const long long blocks = static_cast<long long>(grid.x) * grid.y;
-    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks)) {
+    allow_adjoint_shared<1>(kernel);
+    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks,
+                          p2::adjoint_shared_bytes<1>)) {
         return false;
     }
     auto* partials = static_cast<double2*>(
@@ -586,7 +599,8 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
     const p2::StepEpilogue<WithState> epilogue{op,     0,       params, w,
                                                prepare, partials, partials + blocks};
-    return launch_cooperative(exec, kernel, grid, dim3{threads}, sys, forward, u, epilogue);
+    return launch_cooperative(exec, kernel, grid, dim3{threads}, p2::adjoint_shared_bytes<1>, sys,
+                              forward, u, epilogue);
 }
 
 }  // namespace
