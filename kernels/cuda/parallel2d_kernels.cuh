@@ -48,9 +48,11 @@
 //     more warps per SM (occupancy 61 -> 76 %): 22.1 µs).
 //
 // Aᵀ y, one kernel (parallel2d_adjoint_kernel): a block owns a 16 x 16
-// pixel tile, 8 warp pairs split the views (summed in shared memory at the
-// end), each thread 2 x 2 pixels (4 pairs left ct_256's 256 tiles ~16 warps
-// per SM to hide latency with: 24 µs, against 21 µs with 8 on an H100).
+// pixel tile, warp pairs split the views (summed in shared memory at the
+// end), each thread 2 x 2 pixels: 12 pairs for one frame, 8 for 4 frames
+// (4 pairs left ct_256's 256 tiles ~16 warps per SM to hide latency with:
+// 24 µs, against 21 µs with 8 on an H100; 12 took ct_256 with TV from 16.6
+// to 16.2-16.3 ms).
 // Per chunk of views the block stages, for the ≤ 32 bins per view whose
 // rays can touch the tile, (y · scale, base) in shared memory. Per
 // (pixel, view) a thread computes the approximate bin
