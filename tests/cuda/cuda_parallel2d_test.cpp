@@ -21,6 +21,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_support.hpp"
@@ -73,11 +74,13 @@ std::vector<Geometry> geometries()
         {"near_axis_half_pixel", 24, 24, 24, near_axis_angles(), 0.5},
         {"one_view", 19, 35, 27, {30.0}, 0.0},
         {"one_view_at_90", 35, 19, 40, {90.0}, 1.25},
-        // 100 views: more than one staged chunk of views (64, or 32 for 4
-        // frames); on 132 SMs the staged lines take 2 rounds of 4 views.
+        // 100 views: more than one staged chunk of views for 4 frames (32;
+        // one frame stages 192); on 132 SMs the staged lines take 2 rounds
+        // of 4 views.
         {"many_views_wide", 70, 45, 61, spread_angles(100, 0.37), 2.5},
-        // 300 views: the staged lines' most rounds (4 of 4 views on 132
-        // SMs), the last cluster's group of views cut short (300 = 18 x 16 + 12).
+        // 300 views: two staged chunks of views for one frame; the staged
+        // lines' most rounds (4 of 4 views on 132 SMs), the last cluster's
+        // group of views cut short (300 = 18 x 16 + 12).
         {"many_views_narrow", 26, 21, 30, spread_angles(300, 1.3), -0.8},
         {"narrow_detector_offset", 48, 33, 9, spread_angles(23, 3.0), 6.0},
         // Most rays miss the image.
@@ -326,9 +329,10 @@ struct CachedFrames {
     std::size_t state_size;
     std::size_t cache_size;
 
-    explicit CachedFrames(const Case& c)
-        : geo{geometries()[c.geometry]},
-          batch{c.batch},
+    explicit CachedFrames(const Case& c) : CachedFrames{geometries()[c.geometry], c.batch} {}
+    CachedFrames(Geometry geometry, int frames)
+        : geo{std::move(geometry)},
+          batch{frames},
           model{geo.nx, geo.ny, geo.bins, geo.angles, geo.center_offset},
           grid{geo.nx, geo.ny},
           gpu_view{model.view(gpu())},
@@ -521,13 +525,8 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
 /// iteration are one buffer, as the solver passes them. Frame 0 runs or has
 /// stopped (then it keeps x, h, g, d and its scalars); with 3 frames,
 /// frame 1 has stopped.
-TEST_P(Parallel2dGpuDirectionCache, OnePassMatchesTheDotStepThenTheStep)
+void expect_one_pass_matches_its_steps(const CachedFrames& frames, std::mt19937_64& rng)
 {
-    RECON_REQUIRE_GPU();
-    const auto seed = test::fresh_seed();
-    SCOPED_TRACE(test::seed_trace(seed));
-    std::mt19937_64 rng{seed};
-    const CachedFrames frames{GetParam()};
     const auto& [geo, batch, model, grid, gpu_view, len, terms, state_size, cache_size] = frames;
     SCOPED_TRACE(geo.name);
     ASSERT_GT(cache_size, 0U);
@@ -638,6 +637,27 @@ TEST_P(Parallel2dGpuDirectionCache, OnePassMatchesTheDotStepThenTheStep)
             }
         }
     }
+}
+
+TEST_P(Parallel2dGpuDirectionCache, OnePassMatchesTheDotStepThenTheStep)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    expect_one_pass_matches_its_steps(CachedFrames{GetParam()}, rng);
+}
+
+TEST(Parallel2dGpuDirectionCache, OnePassOfAnImageTooLargeForOneCooperativeAdjoint)
+{
+    // 640 x 600 pixels: 1,520 tiles, more adjoint blocks than any GPU holds
+    // at once (two per SM), so the one-pass call takes its two calls.
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    expect_one_pass_matches_its_steps(
+        CachedFrames{{"large", 640, 600, 700, spread_angles(5, 7.0), 0.5}, 1}, rng);
 }
 
 TEST(Parallel2dGpuDirectionCache, IsKeptOnlyWhereTheRaysReadPairImages)
