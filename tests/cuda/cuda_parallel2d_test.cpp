@@ -148,6 +148,13 @@ TEST_P(Parallel2dGpu, MatchesTheCpuAndIsItsAdjoint)
     expect_close(g_u.to_host(), u, 2e-5, "Aᵀ(A d)");
     expect_close(g_u2.to_host(), u, 2e-5, "Aᵀ(A d) without q");
     expect_close(g_r.to_host(), r, 5e-6, "r = A x - b");
+    // The fused product is the two products, bit for bit: A d as apply makes
+    // it (one frame without q: as the rays' parts, added in the same order).
+    auto g_atax = poisoned(u.size());
+    kernels::apply_adjoint(gpu(), gpu_view, batch, cview(g_ax), g_atax.view());
+    const auto atax = g_atax.to_host();
+    EXPECT_EQ(g_u2.to_host(), atax) << "Aᵀ(A d) without q, against Aᵀ of the GPU's A d";
+    EXPECT_EQ(g_u.to_host(), atax) << "Aᵀ(A d) with q, against Aᵀ of the GPU's A d";
 
     // ⟨A x, y⟩ = ⟨x, Aᵀ y⟩ per frame, with the GPU's two products.
     const auto gax = g_ax.to_host(), gaty = g_aty.to_host();
