@@ -5,11 +5,6 @@
 
 #include <cooperative_groups.h>
 
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-
 #include "cgnr_ops.cuh"
 #include "cooperative_step.cuh"
 #include "frame_reduce.cuh"
@@ -370,13 +365,8 @@ void cgnr_step_direction_folded(const Executor& exec, int batch, View<const floa
 
 StepLaunch step_launch()
 {
-    const char* value = std::getenv("RECON_UPDATE_DIRECTION");
-    if (value == nullptr || std::string_view{value} == "auto") return StepLaunch::fewest;
-    if (std::string_view{value} == "cooperative") return StepLaunch::cooperative;
-    if (std::string_view{value} == "split") return StepLaunch::split;
-    throw std::invalid_argument{
-        std::string{"RECON_UPDATE_DIRECTION: expected auto, cooperative or split, found '"} +
-        value + "'"};
+    return static_cast<StepLaunch>(
+        environment_choice("RECON_UPDATE_DIRECTION", {"auto", "cooperative", "split"}));
 }
 
 bool launch_update_direction(const Executor& exec, const CgnrParams& params, int batch,
@@ -397,7 +387,7 @@ bool launch_update_direction(const Executor& exec, const CgnrParams& params, int
                                     prepare, partials)
                : launch_cooperative(exec, update_direction_kernel<false>, grid,
                                     dim3{reduce_threads}, 0, n, params, batch, vectors, scalars,
-                                    RegularizerPrepare{}, partials);
+                                    prepare, partials);
 }
 
 }  // namespace recon::kernels::cuda

@@ -41,7 +41,7 @@ struct StepVectors {
 /// cooperative step a launch of its own; `split` takes the update and β
 /// step and the direction step as two launches. Anything else is an error
 /// naming the variable.
-enum class StepLaunch { fewest, cooperative, split };
+enum class StepLaunch { fewest, cooperative, split };  // the variable's choices, in order
 StepLaunch step_launch();
 
 /// Queues update_direction_kernel for `batch` frames of n elements, or

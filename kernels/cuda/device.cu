@@ -7,6 +7,9 @@
 #include <tuple>
 
 #include <array>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -55,6 +58,34 @@ int device_attribute(const Executor& exec, cudaDeviceAttr attribute)
 int sm_count(const Executor& exec)
 {
     return device_attribute(exec, cudaDevAttrMultiProcessorCount);
+}
+
+void allow_dynamic_shared(const Executor& exec, const void* kernel, std::size_t bytes)
+{
+    static std::mutex mutex;
+    static std::map<std::pair<int, const void*>, std::size_t> allowed;
+    const std::lock_guard lock{mutex};
+    std::size_t& given = allowed[{exec.device(), kernel}];
+    if (bytes <= given) return;
+    RECON_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+    given = bytes;
+}
+
+int environment_choice(const char* variable, std::initializer_list<std::string_view> choices)
+{
+    const char* value = std::getenv(variable);
+    if (value == nullptr) return 0;
+    int index = 0;
+    std::string expected;
+    for (const std::string_view choice : choices) {
+        if (choice == value) return index;
+        if (index > 0) expected += index + 1 == static_cast<int>(choices.size()) ? " or " : ", ";
+        expected += choice;
+        ++index;
+    }
+    throw std::invalid_argument{std::string{variable} + ": expected " + expected + ", found '" +
+                                value + "'"};
 }
 
 int resident_per_sm(const Executor& exec, const void* kernel, unsigned threads,

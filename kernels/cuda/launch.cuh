@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <initializer_list>
+#include <string_view>
 
 #include "cuda_check.cuh"
 #include "kernels/common.hpp"
@@ -25,6 +27,17 @@ int device_attribute(const Executor& exec, cudaDeviceAttr attribute);
 
 /// Multiprocessor count of the executor's device.
 int sm_count(const Executor& exec);
+
+/// Lets `kernel` take `bytes` of dynamic shared memory on the executor's
+/// device (the opt-in above 48 KB); asks the driver only when a launch needs
+/// more than the kernel was given before on that device.
+void allow_dynamic_shared(const Executor& exec, const void* kernel, std::size_t bytes);
+
+/// Which of `choices` the environment variable `variable` names (for the
+/// kernels' switches, for comparing their paths): 0, the first, when it is
+/// unset; anything else is an error naming the variable, the choices and
+/// the value.
+int environment_choice(const char* variable, std::initializer_list<std::string_view> choices);
 
 /// Blocks of `kernel` (`threads` each, `shared_bytes` of dynamic shared
 /// memory) that one SM of the executor's device holds at once (asked once

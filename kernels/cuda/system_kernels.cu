@@ -14,7 +14,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <variant>
 
@@ -79,16 +78,12 @@ float2* parallel2d_pair_scratch(const Executor& exec, const Parallel2dView& sys,
 /// comparing): `auto` takes the staged lines for chunks of 4 frames where
 /// they fit, `lines` for single frames too, `pairs` never. Residuals (sums in
 /// double, once per solve) always take the pair images.
-enum class RaysMode { automatic, lines, pairs };
+enum class RaysMode { automatic, lines, pairs };  // the variable's choices, in order
 
 RaysMode rays_mode()
 {
-    const char* value = std::getenv("RECON_PARALLEL2D_RAYS");
-    if (value == nullptr || std::string_view{value} == "auto") return RaysMode::automatic;
-    if (std::string_view{value} == "lines") return RaysMode::lines;
-    if (std::string_view{value} == "pairs") return RaysMode::pairs;
-    throw std::invalid_argument{
-        std::string{"RECON_PARALLEL2D_RAYS: expected auto, lines or pairs, found '"} + value + "'"};
+    return static_cast<RaysMode>(
+        environment_choice("RECON_PARALLEL2D_RAYS", {"auto", "lines", "pairs"}));
 }
 
 /// How parallel2d_lines_kernel covers `sys` for BT frames, or nothing where
@@ -138,8 +133,7 @@ void launch_lines(const Executor& exec, const Parallel2dView& sys, const p2::Lin
                   const float* x, float* y)
 {
     auto kernel = p2::parallel2d_lines_kernel<BT>;
-    RECON_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(plan.bytes)));
+    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), plan.bytes);
     cudaLaunchConfig_t config{};
     const int group = plan.views_per_round * plan.rounds;
     config.gridDim = dim3{static_cast<unsigned>(plan.segments),
@@ -273,8 +267,7 @@ void scatter_rows(const Executor& exec, const System& sys, int batch, const floa
         if (how != Accumulation::global_atomics && fits) {
             const std::size_t bytes = static_cast<std::size_t>(n) * BT * sizeof(float);
             auto kernel = scatter_rows_shared_kernel<BT, Fused, System>;
-            RECON_CUDA_TRY(cudaFuncSetAttribute(
-                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+            allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
             // One full block per SM: each block adds its image to `out`
             // once, so fewer, fuller blocks mean fewer global atomics.
             const unsigned blocks = blocks_for(m, scatter_threads, sm_count(exec));
@@ -288,20 +281,14 @@ void scatter_rows(const Executor& exec, const System& sys, int batch, const floa
     });
 }
 
-/// The adjoint's blocks: one per adjoint_tile² tile of the image.
-dim3 adjoint_grid(const Parallel2dView& sys)
+/// One block per 16 x 16 tile of the image (the adjoint's and the pair
+/// images' tiles are the same) and per frame (z).
+dim3 image_tiles(const Parallel2dView& sys, int frames = 1)
 {
-    return {static_cast<unsigned>((sys.nx + p2::adjoint_tile - 1) / p2::adjoint_tile),
-            static_cast<unsigned>((sys.ny + p2::adjoint_tile - 1) / p2::adjoint_tile)};
-}
-
-/// Lets `kernel` (an adjoint of BT frames) take adjoint_shared_bytes<BT> of
-/// dynamic shared memory (over the default 48 KB for one frame).
-template <int BT, class Kernel>
-void allow_adjoint_shared(Kernel kernel)
-{
-    RECON_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(p2::adjoint_shared_bytes<BT>)));
+    static_assert(p2::adjoint_tile == p2::pair_tile);
+    return {static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
+            static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
+            static_cast<unsigned>(frames)};
 }
 
 /// x = Aᵀ y for `batch` frames; make_epilogue(first) gives the epilogue of
@@ -313,11 +300,12 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
     const index_t m = rows_of(sys);
     const index_t n = cols_of(sys);
     if (n == 0) return;
-    const dim3 grid = adjoint_grid(sys);
+    const dim3 grid = image_tiles(sys);
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
         auto kernel = p2::parallel2d_adjoint_kernel<BT, decltype(make_epilogue(first))>;
-        allow_adjoint_shared<BT>(kernel);
+        allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel),
+                             p2::adjoint_shared_bytes<BT>);
         kernel<<<grid, p2::adjoint_threads<BT>, p2::adjoint_shared_bytes<BT>, stream_of(exec)>>>(
             sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n,
             make_epilogue(first));
@@ -484,13 +472,6 @@ const Parallel2dView* pair_layout(const SystemView& system, int batch)
     return sys;
 }
 
-dim3 pair_tiles(const Parallel2dView& sys, int batch)
-{
-    return {static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
-            static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
-            static_cast<unsigned>(batch)};
-}
-
 /// The system of a non-empty cache, checked against the pair images' size.
 const Parallel2dView& cached_system(const SystemView& system, int batch, size_type size)
 {
@@ -519,7 +500,7 @@ void direction_cache_fill(const Executor& exec, const SystemView& system, int ba
 {
     if (cache.size == 0) return;
     const Parallel2dView& sys = cached_system(system, batch, cache.size);
-    p2::parallel2d_pairs_kernel<<<pair_tiles(sys, batch), dim3{p2::pair_tile, p2::pair_tile}, 0,
+    p2::parallel2d_pairs_kernel<<<image_tiles(sys, batch), dim3{p2::pair_tile, p2::pair_tile}, 0,
                                   stream_of(exec)>>>(sys, d.data,
                                                      reinterpret_cast<float2*>(cache.data));
     RECON_CUDA_CHECK_LAUNCH();
@@ -534,7 +515,7 @@ bool launch_step(const Executor& exec, const Parallel2dView& sys, const CgnrPara
                  int batch, const StepVectors& vectors, CgnrScalars* scalars,
                  const RegularizerPrepare& prepare)
 {
-    const dim3 grid = pair_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
+    const dim3 grid = image_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
     const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
     auto* partials = static_cast<double2*>(
         scratch(exec, ScratchSlot::block_sums, sizeof(double2) * blocks, false));
@@ -564,8 +545,7 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
             const bool launched =
                 prepare.terms.count > 0
                     ? launch_step<true>(exec, sys, params, batch, vectors, scalars.data, prepare)
-                    : launch_step<false>(exec, sys, params, batch, vectors, scalars.data,
-                                         RegularizerPrepare{});
+                    : launch_step<false>(exec, sys, params, batch, vectors, scalars.data, prepare);
             if (launched) return;
         }
     }
@@ -586,10 +566,10 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
                      const RegularizerPrepare& prepare)
 {
     auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>>;
-    const dim3 grid = adjoint_grid(sys);
+    const dim3 grid = image_tiles(sys);
     const unsigned threads = p2::adjoint_threads<1>;
     const long long blocks = static_cast<long long>(grid.x) * grid.y;
-    allow_adjoint_shared<1>(kernel);
+    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), p2::adjoint_shared_bytes<1>);
     if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks,
                           p2::adjoint_shared_bytes<1>)) {
         return false;
@@ -620,7 +600,7 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
                             h.data, g.data, reinterpret_cast<float2*>(cache.data)};
         if (regularized
                 ? launch_one_pass<true>(exec, sys, params, u.data, op, w, prepare)
-                : launch_one_pass<false>(exec, sys, params, u.data, op, w, RegularizerPrepare{})) {
+                : launch_one_pass<false>(exec, sys, params, u.data, op, w, prepare)) {
             return;
         }
     }
@@ -645,13 +625,13 @@ void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, 
     }
     const Parallel2dView& sys = cached_system(system, batch, cache.size);
     auto* pairs = reinterpret_cast<float2*>(cache.data);
-    const dim3 grid = pair_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
+    const dim3 grid = image_tiles(sys, batch), block{p2::pair_tile, p2::pair_tile};
     if (regularized) {
         p2::parallel2d_direction_kernel<true><<<grid, block, 0, stream_of(exec)>>>(
             sys, batch, g.data, d.data, pairs, scalars.data, prepare);
     } else {
         p2::parallel2d_direction_kernel<false><<<grid, block, 0, stream_of(exec)>>>(
-            sys, batch, g.data, d.data, pairs, scalars.data, RegularizerPrepare{});
+            sys, batch, g.data, d.data, pairs, scalars.data, prepare);
     }
     RECON_CUDA_CHECK_LAUNCH();
 }
@@ -676,8 +656,7 @@ void apply_shared_x(const Executor& exec, const SystemView& system, View<const f
                     throw std::invalid_argument{"apply_shared_x: the image does not fit"};
                 }
                 auto kernel = cuda::apply_rows_shared_x_kernel<System>;
-                RECON_CUDA_TRY(cudaFuncSetAttribute(
-                    kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+                cuda::allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
                 kernel<<<cuda::blocks_for(m, 512, 4LL * cuda::sm_count(exec)), 512, bytes,
                          cuda::stream_of(exec)>>>(sys, m, n, x.data, y.data);
                 RECON_CUDA_CHECK_LAUNCH();
