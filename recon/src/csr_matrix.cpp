@@ -1,9 +1,10 @@
-// CSR validation and the sliced ELLPACK-transposed layout.
+// CSR validation, the sliced ELLPACK-transposed layout and the normal matrix.
 
 #include "recon/csr_matrix.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -204,6 +205,55 @@ SlicedEll to_sliced_ell(const CsrMatrix& csr, index_t slice_size, EntryOrder ord
         }
     }
     return ell;
+}
+
+CsrMatrix transpose(const CsrMatrix& a)
+{
+    CsrMatrix t;
+    t.rows = a.cols;
+    t.cols = a.rows;
+    t.row_ptr.assign(static_cast<std::size_t>(a.cols) + 1, 0);
+    for (const index_t j : a.col_idx) ++t.row_ptr[static_cast<std::size_t>(j) + 1];
+    for (std::size_t j = 0; j < static_cast<std::size_t>(a.cols); ++j) t.row_ptr[j + 1] += t.row_ptr[j];
+    t.col_idx.resize(a.col_idx.size());
+    t.values.resize(a.values.size());
+    std::vector<size_type> next(t.row_ptr.begin(), t.row_ptr.end() - 1);
+    for (index_t i = 0; i < a.rows; ++i) {
+        for (size_type p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+            const size_type at = next[static_cast<std::size_t>(a.col_idx[p])]++;
+            t.col_idx[at] = i;
+            t.values[at] = a.values[p];
+        }
+    }
+    return t;
+}
+
+std::vector<float> normal_matrix(const CsrMatrix& a)
+{
+    const auto n = static_cast<std::size_t>(a.cols);
+    const CsrMatrix columns = transpose(a);  // row j: column j of A, rows increasing
+    // Row j of AᵀA = Σ over the rows i of column j of A_ij · (row i of A).
+    // Products of two floats are exact in double, so entry (j, k) and
+    // (k, j) add the same terms in the same order.
+    std::vector<float> g(n * n);
+#pragma omp parallel
+    {
+        std::vector<double> row(n);
+#pragma omp for schedule(dynamic, 16)
+        for (std::int64_t j = 0; j < static_cast<std::int64_t>(n); ++j) {
+            std::fill(row.begin(), row.end(), 0.0);
+            for (size_type p = columns.row_ptr[j]; p < columns.row_ptr[j + 1]; ++p) {
+                const index_t i = columns.col_idx[p];
+                const double w = columns.values[p];
+                for (size_type q = a.row_ptr[i]; q < a.row_ptr[i + 1]; ++q) {
+                    row[static_cast<std::size_t>(a.col_idx[q])] += w * a.values[q];
+                }
+            }
+            std::transform(row.begin(), row.end(), g.begin() + j * static_cast<std::int64_t>(n),
+                           [](double v) { return static_cast<float>(v); });
+        }
+    }
+    return g;
 }
 
 }  // namespace recon

@@ -177,6 +177,100 @@ TEST(SlicedEll, SpreadBanksKeepsEachRowsEntriesAndFewerStepsShareABank)
     EXPECT_LE(after, 0.75 * static_cast<double>(before)) << before << " -> " << after;
 }
 
+// Aᵀ lists each column's entries by increasing row, is a valid CSR matrix
+// (empty rows of A become empty columns), and its transpose is A.
+TEST(Transpose, ListsEachColumnAndTwiceGivesTheMatrix)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    CsrMatrix a = random_short_rows(500, 97, rng);
+    {  // row 0 emptied
+        CsrMatrix b;
+        b.rows = a.rows;
+        b.cols = a.cols;
+        b.row_ptr = {0, 0};
+        for (index_t i = 1; i < a.rows; ++i) {
+            for (auto k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
+                b.col_idx.push_back(a.col_idx[static_cast<std::size_t>(k)]);
+                b.values.push_back(a.values[static_cast<std::size_t>(k)]);
+            }
+            b.row_ptr.push_back(static_cast<kernels::size_type>(b.values.size()));
+        }
+        a = b;
+    }
+    const CsrMatrix t = transpose(a);
+    EXPECT_EQ(t.rows, a.cols);
+    EXPECT_EQ(t.cols, a.rows);
+    EXPECT_NO_THROW(t.validate("transposed"));
+    for (index_t i = 0; i < a.rows; ++i) {
+        for (auto k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
+            const index_t j = a.col_idx[static_cast<std::size_t>(k)];
+            bool found = false;
+            for (auto p = t.row_ptr[j]; p < t.row_ptr[j + 1]; ++p) {
+                if (t.col_idx[static_cast<std::size_t>(p)] == i) {
+                    EXPECT_EQ(t.values[static_cast<std::size_t>(p)], a.values[static_cast<std::size_t>(k)]);
+                    found = true;
+                }
+            }
+            EXPECT_TRUE(found) << "(" << i << ", " << j << ")";
+        }
+    }
+    const CsrMatrix back = transpose(t);
+    EXPECT_EQ(back.row_ptr, a.row_ptr);
+    EXPECT_EQ(back.col_idx, a.col_idx);
+    EXPECT_EQ(back.values, a.values);
+}
+
+// AᵀA against the sums over each row's pairs of entries, in double and in
+// row order: the same terms in the same order, so equal bit for bit after
+// rounding; exactly symmetric; zero in the rows and columns of A's empty
+// columns. Weights of both signs, rows of 1 to 8 entries.
+TEST(NormalMatrix, EqualsTheSumOverEachRowsPairsOfEntries)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const index_t n = 301;
+    CsrMatrix a = random_short_rows(2000 + static_cast<index_t>(seed % 17), n, rng);
+    std::bernoulli_distribution negative{0.5};
+    for (float& v : a.values) v = negative(rng) ? -v : v;
+    // column 7 empty: drop its entries
+    CsrMatrix without = a;
+    without.col_idx.clear();
+    without.values.clear();
+    without.row_ptr = {0};
+    for (index_t i = 0; i < a.rows; ++i) {
+        for (auto k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
+            if (a.col_idx[static_cast<std::size_t>(k)] == 7) continue;
+            without.col_idx.push_back(a.col_idx[static_cast<std::size_t>(k)]);
+            without.values.push_back(a.values[static_cast<std::size_t>(k)]);
+        }
+        without.row_ptr.push_back(static_cast<kernels::size_type>(without.values.size()));
+    }
+    const auto un = static_cast<std::size_t>(n);
+    std::vector<double> want(un * un, 0.0);
+    for (index_t i = 0; i < without.rows; ++i) {
+        for (auto p = without.row_ptr[i]; p < without.row_ptr[i + 1]; ++p) {
+            for (auto q = without.row_ptr[i]; q < without.row_ptr[i + 1]; ++q) {
+                const auto j = static_cast<std::size_t>(without.col_idx[static_cast<std::size_t>(p)]);
+                const auto k = static_cast<std::size_t>(without.col_idx[static_cast<std::size_t>(q)]);
+                want[j * un + k] += static_cast<double>(without.values[static_cast<std::size_t>(p)]) *
+                                    without.values[static_cast<std::size_t>(q)];
+            }
+        }
+    }
+    const std::vector<float> g = normal_matrix(without);
+    ASSERT_EQ(g.size(), un * un);
+    for (std::size_t j = 0; j < un; ++j) {
+        for (std::size_t k = 0; k < un; ++k) {
+            ASSERT_EQ(g[j * un + k], static_cast<float>(want[j * un + k])) << "(" << j << ", " << k << ")";
+            ASSERT_EQ(g[j * un + k], g[k * un + j]) << "(" << j << ", " << k << ")";
+        }
+        EXPECT_EQ(g[7 * un + j], 0.0f);
+    }
+}
+
 TEST(SlicedEll, RejectsNonPositiveSliceSizeAndBankCount)
 {
     const CsrMatrix m = small();

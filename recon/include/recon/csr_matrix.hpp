@@ -62,6 +62,16 @@ enum class EntryOrder {
 SlicedEll to_sliced_ell(const CsrMatrix& csr, kernels::index_t slice_size,
                         EntryOrder order = EntryOrder::by_column, kernels::index_t banks = 32);
 
+/// Aᵀ as a CSR matrix: row j lists column j of A, rows increasing.
+CsrMatrix transpose(const CsrMatrix& a);
+
+/// The normal matrix AᵀA, dense, [cols][cols] row by row: each entry
+/// summed in double over the rows that hold both columns (in row order, so
+/// the result is exactly symmetric and the same every run), then rounded
+/// to float. For systems with few columns (the persistent solver keeps it
+/// on chip); costs Σ_i (entries of row i)² operations and cols² floats.
+std::vector<float> normal_matrix(const CsrMatrix& a);
+
 /// Reads a CSR matrix from an HDF5 group with datasets data, indices,
 /// indptr and attribute shape = [m, n] (optional image_shape = [ny, nx],
 /// returned through image_shape when not null), or from a Matrix Market
