@@ -38,8 +38,10 @@
 #include "kernels/backends.hpp"
 #include "kernels/cgnr_scalars.hpp"
 #include "kernels/stencils.hpp"
+#include "normal_matrix_cgnr.cuh"
 #include "persistent.cuh"
 #include "system_kernels.cuh"
+#include "warp_sums.cuh"
 
 namespace recon::kernels::cuda {
 namespace {
@@ -119,9 +121,11 @@ struct PhaseClock {
 };
 
 /// How the blocks treat their rows (RECON_PERSISTENT_ROWS, for comparing
-/// the paths; `rows_automatic` is always the fastest that fits).
+/// the paths; `rows_automatic` is always the fastest that fits: the normal
+/// matrix where persistent_normal_matrix_applies, else staged rows).
 enum RowsMode : int {
     rows_automatic = 0,  // staged in shared memory where they fit, fixed-point scatter
+    rows_staged,         // the same, and never the normal matrix
     rows_from_system,    // read (or made) every pass, fixed-point scatter
     rows_float_atomics,  // read every pass, float compare-and-swap scatter
 };
@@ -655,7 +659,8 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
     // rows all staged or all not).
     const std::size_t row_bytes = (sizeof(float) + sizeof(unsigned short)) * rows.width;
     const std::size_t fit = row_bytes == 0 ? rows.count : a.row_bytes / row_bytes;
-    rows.staged = a.rows_mode != rows_automatic || a.n > 65536 ? 0
+    const bool may_stage = a.rows_mode == rows_automatic || a.rows_mode == rows_staged;
+    rows.staged = !may_stage || a.n > 65536 ? 0
                   : fit >= static_cast<std::size_t>(rows.count)
                       ? rows.count
                       : static_cast<index_t>(fit / 32 * 32);
@@ -809,33 +814,6 @@ constexpr int power_of_two_at_least(int n)
     int p = 1;
     while (p < n) p *= 2;
     return p;
-}
-
-/// Sums P values (P a power of two ≤ 32) over a warp. At each of the first
-/// log2(P) steps a lane keeps one half of its values and trades the other
-/// half with its partner, so the warp shuffles 2(P − 1) + 2 log2(32 / P)
-/// times (doubles are two shuffles each) instead of 10 P. Returns, on every
-/// lane, the warp's sum of value lane / (32 / P). Overwrites w.
-template <int P>
-__device__ __forceinline__ double warp_sum_scatter(double (&w)[P])
-{
-    static_assert(P >= 1 && P <= 32 && (P & (P - 1)) == 0, "P: a power of two up to 32");
-    const int lane = threadIdx.x % 32;
-    int offset = 16;
-#pragma unroll
-    for (int count = P; count > 1; count /= 2, offset /= 2) {
-        const bool upper = (lane & offset) != 0;
-#pragma unroll
-        for (int i = 0; i < count / 2; ++i) {
-            const double send = upper ? w[i] : w[i + count / 2];
-            const double keep = upper ? w[i + count / 2] : w[i];
-            w[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-        }
-    }
-    double t = w[0];
-#pragma unroll
-    for (; offset > 0; offset /= 2) t += __shfl_xor_sync(0xffffffffu, t, offset);
-    return t;
 }
 
 /// The most partial sums per frame that one reduction takes (the
@@ -1515,9 +1493,11 @@ RowsMode rows_mode_from_environment()
     if (value == nullptr || std::string{value}.empty() || std::string{value} == "auto") {
         return rows_automatic;
     }
+    if (std::string{value} == "staged") return rows_staged;
     if (std::string{value} == "system") return rows_from_system;
     if (std::string{value} == "float") return rows_float_atomics;
-    throw std::invalid_argument{"RECON_PERSISTENT_ROWS: expected auto, system or float, found '" +
+    throw std::invalid_argument{"RECON_PERSISTENT_ROWS: expected auto, staged, system or float, "
+                                "found '" +
                                 std::string{value} + "'"};
 }
 
@@ -1525,6 +1505,7 @@ RowsMode rows_mode_from_environment()
 
 std::size_t persistent_workspace_floats(const PersistentCgnrProblem& p)
 {
+    if (p.normal_matrix.data != nullptr) return normal_matrix_workspace_floats(p);
     // Three slots, x for the residual passes, and the blocks' images for
     // the two-phase reduction (one block per SM; 256 covers every current
     // GPU, checked at launch).
@@ -1536,6 +1517,10 @@ void launch_persistent_cgnr(const Executor& exec, const PersistentCgnrProblem& p
 {
     const std::string why = persistent_cgnr_supports(exec, p);
     if (!why.empty()) throw std::invalid_argument{why};
+    if (p.normal_matrix.data != nullptr) {
+        launch_normal_matrix_cgnr(exec, p, workspace);
+        return;
+    }
     Args args{p.terms,
               p.grid,
               p.params,
@@ -1622,11 +1607,19 @@ std::vector<PersistentCgnrProblem> persistent_chunks(const PersistentCgnrProblem
     return chunks;
 }
 
+bool persistent_normal_matrix_applies(const Executor& exec, const PersistentCgnrProblem& p)
+{
+    using namespace cuda;
+    return !exec.is_cpu() && rows_mode_from_environment() == rows_automatic &&
+           normal_matrix_cgnr_supports(exec, p).empty();
+}
+
 std::string persistent_cgnr_supports(const Executor& exec, const PersistentCgnrProblem& p)
 {
     using namespace cuda;
     if (exec.is_cpu()) return "the persistent kernel needs a CUDA executor";
     if (p.batch < 1) return "batch must be positive";
+    if (p.normal_matrix.data != nullptr) return normal_matrix_cgnr_supports(exec, p);
     if (p.cgls1 && p.q.data == nullptr) return "the CGLS1 form needs the q buffer";
     if (p.batch > persistent_max_frames) {
         for (const PersistentCgnrProblem& chunk : persistent_chunks(p)) {

@@ -38,6 +38,11 @@ SolveGraph SolveGraph::persistent(const Executor&, const PersistentCgnrProblem&)
 }
 void SolveGraph::launch(const Executor&) { unavailable("SolveGraph::launch"); }
 
+bool persistent_normal_matrix_applies(const Executor&, const PersistentCgnrProblem&)
+{
+    return false;
+}
+
 std::string persistent_cgnr_supports(const Executor&, const PersistentCgnrProblem&)
 {
     return RECON_UNAVAILABLE_MESSAGE;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -79,9 +80,6 @@ std::vector<float> download(const Executor& exec, kn::View<float> v, kn::size_ty
     return host;
 }
 
-/// One solver of `batch` frames; each timed run copies the frames' b into
-/// the fixed input buffer (device to device, as a new frame does), zeroes
-/// x, and solves.
 /// Sets one of the kernels' environment switches (RECON_..., for comparing
 /// their paths) for the lifetime of the object.
 class ScopedSwitch {
@@ -111,6 +109,9 @@ struct SolveOutcome {
     recon::FrameResult result;
 };
 
+/// One solver of `batch` frames; each timed run copies the frames' b into
+/// the fixed input buffer (device to device, as a new frame does), zeroes
+/// x, and solves.
 SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
                         const std::vector<float>& b_one, int repetitions)
 {
@@ -282,10 +283,10 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
     using recon::CgnrForm;
     using recon::SolveLaunch;
     const std::vector<SolveCase> cases{
-        {"ours one launch (persistent), ELLPACK-T staged in shared memory", p.sliced_ell.get(),
-         {}, options(SolveLaunch::persistent, CgnrForm::fused)},
-        {"ours one launch (persistent), on the fly, made once into shared memory",
-         p.on_the_fly.get(), {}, options(SolveLaunch::persistent, CgnrForm::fused)},
+        // The default where n is small: the normal matrix on chip (formed
+        // once per solver from the model; the rows of A give Aᵀb per solve).
+        {"ours one launch (persistent), normal matrix AᵀA on chip", p.sliced_ell.get(), {},
+         options(SolveLaunch::persistent, CgnrForm::fused)},
         {"ours one launch (persistent) CGLS1, ELLPACK-T", p.sliced_ell.get(), {},
          options(SolveLaunch::persistent, CgnrForm::cgls1)},
         {"ours one launch (graph), ELLPACK-T", p.sliced_ell.get(), {},
@@ -300,30 +301,38 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
         table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});
     }
     // The persistent kernel's other paths, selected through its environment
-    // switches (kernels/cuda/persistent.cu): how the block images are
-    // combined, and how the blocks treat their rows.
+    // switches (kernels/cuda/persistent.cu): on the rows of A instead of the
+    // normal matrix, how the block images are combined, and how the blocks
+    // treat their rows.
     struct Variant {
         const char* name;
         const recon::SystemModel* model;
-        const char* variable;
-        const char* value;
+        const char* rows;  // RECON_PERSISTENT_ROWS
+        const char* variable = nullptr;
+        const char* value = nullptr;
     };
     const std::vector<Variant> variants{
+        {"ours one launch (persistent), ELLPACK-T staged in shared memory", p.sliced_ell.get(),
+         "staged"},
+        {"ours one launch (persistent), on the fly, made once into shared memory",
+         p.on_the_fly.get(), "staged"},
         {"ours one launch (persistent), ELLPACK-T staged, entries in column order",
-         p.sliced_ell_by_column.get(), "RECON_PERSISTENT_ROWS", "auto"},
+         p.sliced_ell_by_column.get(), "staged"},
         {"ours one launch (persistent, two block reductions per iteration), ELLPACK-T staged",
-         p.sliced_ell.get(), "RECON_PERSISTENT_TWO_REDUCTIONS", "1"},
+         p.sliced_ell.get(), "staged", "RECON_PERSISTENT_TWO_REDUCTIONS", "1"},
         {"ours one launch (persistent, two-phase sums), ELLPACK-T staged", p.sliced_ell.get(),
-         "RECON_PERSISTENT_TWO_PHASE", "1"},
+         "staged", "RECON_PERSISTENT_TWO_PHASE", "1"},
         {"ours one launch (persistent), ELLPACK-T read from L2 every pass", p.sliced_ell.get(),
-         "RECON_PERSISTENT_ROWS", "system"},
+         "system"},
         {"ours one launch (persistent), on the fly, made every pass", p.on_the_fly.get(),
-         "RECON_PERSISTENT_ROWS", "system"},
+         "system"},
         {"ours one launch (persistent), ELLPACK-T from L2, float atomics", p.sliced_ell.get(),
-         "RECON_PERSISTENT_ROWS", "float"},
+         "float"},
     };
     for (const auto& v : variants) {
-        const ScopedSwitch on{v.variable, v.value};
+        const ScopedSwitch rows{"RECON_PERSISTENT_ROWS", v.rows};
+        std::optional<ScopedSwitch> on;
+        if (v.variable != nullptr) on.emplace(v.variable, v.value);
         const SolveCase c{v.name, v.model, {}, options(SolveLaunch::persistent, CgnrForm::fused)};
         const SolveOutcome o = run_solver(c, exec, 1, p.b, reps);
         table.add({"gpu solve", p.name, c.name, device, o.timing, solve_note(p.csr->csr(), o, p.b)});

@@ -6,9 +6,11 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/graph.hpp"
 #include "kernels/persistent.hpp"
+#include "kernels/primitives.hpp"
 #include "recon/cgnr.hpp"
 
 namespace recon {
@@ -76,7 +78,8 @@ SolveLaunch CgnrSolver::resolve_launch()
     if (options_.launch != SolveLaunch::automatic) return options_.launch;
     // The persistent kernel is the fastest one-launch form wherever the
     // batch's images fit a block and were measured: one frame (paper_large
-    // on an H100: 3.6 against 10.4 ms for the graph) and batches without a
+    // on an H100: 3.6 against 9.5 ms for the graph on the rows of A, 2.0 ms
+    // on the normal matrix where that applies) and batches without a
     // regularizer (4 frames: 8.6 against 20.7 ms; larger batches as
     // launches of 4 frames). A regularized batch keeps x and the state in
     // shared memory, leaving less room for the rows: it takes the graph.
@@ -91,7 +94,16 @@ void CgnrSolver::solve_persistent()
 {
     if (exec_.is_cpu()) throw std::logic_error{"solve_persistent needs a CUDA executor"};
     if (!graph_) {
-        const kernels::PersistentCgnrProblem p = persistent_problem();
+        kernels::PersistentCgnrProblem p = persistent_problem();
+        if (kernels::persistent_normal_matrix_applies(exec_, p)) {
+            // Formed once per solver, on the host (n ≤ 3,072: ≤ 38 MB on the device)
+            const std::vector<float> g = normal_matrix(system_.materialize());
+            normal_ = kernels::Array<float>{exec_, static_cast<size_type>(g.size())};
+            kernels::copy(exec_, normal_.view(), Executor::cpu(),
+                          View<const float>{g.data(), static_cast<size_type>(g.size())});
+            exec_.synchronize();  // g leaves scope
+            p.normal_matrix = View<const float>{normal_.data(), normal_.size()};
+        }
         const std::string why = kernels::persistent_cgnr_supports(exec_, p);
         if (!why.empty()) {
             throw std::invalid_argument{"solver.launch=persistent: " + why +

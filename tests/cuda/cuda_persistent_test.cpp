@@ -1,12 +1,17 @@
-// The persistent kernel's three ways of treating its rows
-// (RECON_PERSISTENT_ROWS): staged in shared memory with a fixed-point
-// scatter (the default), read from the system every pass with the same
-// scatter, and float atomics. Each against the double-precision reference
-// on an ill-conditioned problem, against the host loop on a matrix with
-// hundreds of rows per block, with a non-finite frame in a batch, and
-// across 36 orders of magnitude of input scale (the fixed-point scale is
-// chosen per block and pass).
+// The persistent kernel's ways of treating its rows (RECON_PERSISTENT_ROWS):
+// `auto`, the default, iterates on the normal matrix AᵀA where it applies
+// (one frame of the fused form without a regularizer, n ≤ 3,072) and
+// otherwise stages the rows in shared memory with a fixed-point scatter;
+// `staged` always does the latter; `system` reads the rows from the system
+// every pass with the same scatter; `float` takes float atomics. Each
+// against the double-precision reference on an ill-conditioned problem,
+// against the host loop on a matrix with hundreds of rows per block, with
+// a non-finite frame in a batch, and across 36 orders of magnitude of input
+// scale (the fixed-point scale is chosen per block and pass). The normal
+// matrix's own cases (the paper's sizes, warm starts, a replacement every
+// iteration, which problems take it) are at the end.
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
@@ -17,6 +22,7 @@
 #include <tuple>
 
 #include "cuda_test_support.hpp"
+#include "kernels/persistent.hpp"
 #include "kernels/primitives.hpp"
 #include "recon/cgnr.hpp"
 #include "reference_problems.hpp"
@@ -319,9 +325,150 @@ std::string case_name(const ::testing::TestParamInfo<ModeForm>& info)
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PersistentRows,
-                         ::testing::Combine(::testing::Values("auto", "system", "float"),
+                         ::testing::Combine(::testing::Values("auto", "staged", "system", "float"),
                                             ::testing::Values(CgnrForm::fused, CgnrForm::cgls1)),
                          case_name);
+
+/// One frame solved by the host loop (x_ref) and by the persistent launch in
+/// its default mode (x), `iterations` iterations with a residual
+/// replacement every `replacement`.
+struct NormalSolutions {
+    std::vector<float> x, x_ref;
+    FrameResult res, res_ref;
+};
+NormalSolutions normal_against_host_loop(const SystemModel& model, const std::vector<float>& b,
+                                         int iterations, int replacement,
+                                         const std::vector<float>& x0 = {})
+{
+    SolverOptions o;
+    o.launch = SolveLaunch::persistent;
+    o.max_iterations = iterations;
+    o.residual_replacement = replacement;
+    SolverOptions host = o;
+    host.launch = SolveLaunch::host_loop;
+    NormalSolutions s;
+    s.x_ref = solve_cgnr(model, Regularizer{}, host, gpu(), b, x0, &s.res_ref);
+    s.x = solve_cgnr(model, Regularizer{}, o, gpu(), b, x0, &s.res);
+    return s;
+}
+
+/// Ran `iterations` iterations to a gradient as small as the host loop's
+/// (as PersistentRows::expect_as_host_loop), and x is the host loop's up to
+/// float sums in other orders.
+void expect_as_host_loop(const NormalSolutions& s, int iterations)
+{
+    EXPECT_EQ(s.res.iterations, iterations);
+    EXPECT_LE(s.res.rel_gradient, 3.0 * s.res_ref.rel_gradient + 1e-6);
+    EXPECT_LE(test::rel_error(s.x, s.x_ref), 1e-3);
+}
+
+/// A problem of the persistent kernel as the solver passes it, without its buffers.
+kernels::PersistentCgnrProblem problem_of(const SystemModel& model, int batch, bool cgls1,
+                                          const Regularizer& regularizer = {})
+{
+    kernels::PersistentCgnrProblem p;
+    p.system = model.view(gpu());
+    p.terms = regularizer.terms();
+    p.batch = batch;
+    p.cgls1 = cgls1;
+    return p;
+}
+
+TEST(PersistentNormalMatrix, TakesOneFusedFrameWithoutRegularizerAndFewColumns)
+{
+    RECON_REQUIRE_GPU();
+    const Synthetic fits{20000, 3072, 100000, 3};
+    const Synthetic wide{20000, 3073, 100000, 3};
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu().device()),
+              cudaSuccess);
+    const bool enough_sms = sms >= 128;  // 3,072 columns / 24 rows of AᵀA a block
+    EXPECT_EQ(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, 1, false)),
+              enough_sms);
+    EXPECT_FALSE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(wide, 1, false)));
+    EXPECT_FALSE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, 2, false)));
+    EXPECT_FALSE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, 1, true)));
+    EXPECT_FALSE(kernels::persistent_normal_matrix_applies(
+        gpu(), problem_of(fits, 1, false, Regularizer::parse("tikhonov:0.01"))));
+    for (const char* mode : {"staged", "system", "float"}) {
+        const RowsMode rows{mode};
+        EXPECT_FALSE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, 1, false)))
+            << mode;
+    }
+    const Synthetic small{2000, 150, 9000, 3};
+    EXPECT_TRUE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(small, 1, false)));
+}
+
+// The paper's two matrices: 3,000 columns (125 blocks of 24 rows of AᵀA)
+// and 3,072 (every column slot of every thread), with residual
+// replacements; against the host loop on the rows of A.
+TEST(PersistentNormalMatrix, MatchesTheHostLoopAtThePapersSizes)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    for (const Synthetic& model : {Synthetic::paper_large(seed), Synthetic::paper_small(seed)}) {
+        SCOPED_TRACE("n = " + std::to_string(model.cols()));
+        if (!kernels::persistent_normal_matrix_applies(gpu(), problem_of(model, 1, false))) {
+            GTEST_SKIP() << "this GPU has too few SMs to keep AᵀA of n = " << model.cols();
+        }
+        const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
+        expect_as_host_loop(normal_against_host_loop(model, b, 12, 5), 12);
+    }
+}
+
+// A replacement in every iteration (h from G x − Aᵀb, β summed over it
+// each time), and none (β always expanded).
+TEST(PersistentNormalMatrix, ReplacementsInEveryIterationOrNone)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{40000, 1000, 220000, seed};
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
+    for (const int replacement : {1, 0}) {
+        SCOPED_TRACE("replacement every " + std::to_string(replacement));
+        expect_as_host_loop(normal_against_host_loop(model, b, 15, replacement), 15);
+    }
+}
+
+// A warm start: h0 = G x0 − Aᵀb. Fewer rows than columns, so that x0's
+// part in the null space of A stays in x.
+TEST(PersistentNormalMatrix, WarmStartKeepsTheInitialGuess)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{1000, 1500, 8000, seed};
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
+    const auto x0 = test::random_vector(static_cast<std::size_t>(model.cols()), rng);
+    const NormalSolutions warm = normal_against_host_loop(model, b, 12, 5, x0);
+    EXPECT_EQ(warm.res.iterations, 12);
+    EXPECT_LE(test::rel_error(warm.x, warm.x_ref), 1e-3);
+    const NormalSolutions cold = normal_against_host_loop(model, b, 12, 5);
+    EXPECT_GT(test::rel_error(warm.x, cold.x), 1e-2);
+}
+
+// A NaN in b makes Aᵀb and h0 non-finite: the frame stops before its first
+// step, as the host loop's does, and x stays finite.
+TEST(PersistentNormalMatrix, NonFiniteInputStopsTheFrame)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{20000, 1000, 110000, seed};
+    auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
+    b[model.rows() / 3] = std::numeric_limits<float>::quiet_NaN();
+    const NormalSolutions s = normal_against_host_loop(model, b, 25, 50);
+    EXPECT_EQ(s.res.status, SolveStatus::non_finite);
+    EXPECT_EQ(s.res.status, s.res_ref.status);
+    EXPECT_EQ(s.res.iterations, s.res_ref.iterations);
+    for (std::size_t i = 0; i < s.x.size(); ++i) ASSERT_TRUE(std::isfinite(s.x[i])) << "pixel " << i;
+}
 
 TEST(PersistentRowsMode, AnUnknownModeIsRejectedByName)
 {

@@ -18,6 +18,16 @@
 // the batch to fit in one block: see persistent_cgnr_supports(). A launch
 // takes up to 4 frames (4 slots per pixel); larger batches run as
 // consecutive launches of 4 frames (persistent_chunks).
+//
+// Where A has few columns (n ≤ 3,072) the normal matrix G = AᵀA itself fits
+// on chip, spread over the blocks' registers and shared memory (24 rows of
+// G per block: 36 MB for paper_large's n = 3,000 over 125 SMs). Then one
+// frame without a regularizer iterates on G instead of A
+// (persistent_normal_matrix_applies): each block multiplies its rows of G
+// by d, and the blocks exchange only their rows of u = G d and five partial
+// sums per iteration, one grid sync (normal_matrix_cgnr.cu). The gradient
+// at the start and at each residual replacement still comes from the rows
+// of A, Aᵀ(A x − b), so the solution is as accurate as on the rows.
 
 #include <string>
 #include <vector>
@@ -53,6 +63,9 @@ struct PersistentCgnrProblem {
     View<float> g;        // [batch][n] gradient at the end (may equal h)
     View<float> d;        // [batch][n] direction at the end
     View<CgnrScalars> scalars;  // [batch]
+    /// The normal matrix AᵀA, [n][n] row by row, when the solve iterates on
+    /// it (persistent_normal_matrix_applies); empty: on the rows of A.
+    View<const float> normal_matrix;
 };
 
 /// The most frames one launch of the persistent kernel solves together.
@@ -62,6 +75,15 @@ constexpr int persistent_max_frames = 4;
 /// persistent_max_frames (the last one smaller), each group's buffers the
 /// group's part of the problem's. One group when the batch fits a launch.
 std::vector<PersistentCgnrProblem> persistent_chunks(const PersistentCgnrProblem& problem);
+
+/// Whether the persistent solve of `problem` iterates on its normal matrix
+/// AᵀA kept on chip (the caller then forms it and passes it in
+/// `normal_matrix`): one frame of the fused form without a regularizer,
+/// with n small enough for the device's SMs to hold AᵀA, unless
+/// RECON_PERSISTENT_ROWS names one way of treating the rows of A (`staged`,
+/// `system` or `float`; `auto`, the default, takes the normal matrix where
+/// this holds).
+bool persistent_normal_matrix_applies(const Executor& exec, const PersistentCgnrProblem& problem);
 
 /// Empty when the persistent kernel can solve `problem` on exec's device,
 /// else the reason (e.g. the batch's images do not fit in shared memory).

@@ -33,7 +33,7 @@ const char* to_string(CgnrForm form);
 /// How a solve is launched on a CUDA executor (the CPU always loops on the host).
 enum class SolveLaunch {
     automatic,   // persistent when the batch's images fit one block (one frame, or
-                 // no regularizer), else graph
+                 // no regularizer; one frame of few columns on AᵀA), else graph
     host_loop,   // one stream launch per kernel, stop flags read every status_check_interval
     graph,       // the whole solve as one CUDA graph launch
     persistent,  // one persistent cooperative kernel with grid-wide syncs
@@ -160,6 +160,7 @@ private:
     kernels::Array<float> state_;      // regularizer state from the lagged image
     kernels::Array<float> fx_;         // F(x, x), for the fused form's one-pass x, h, g step
     kernels::Array<kernels::CgnrScalars> scalars_;
+    kernels::Array<float> normal_;     // AᵀA, where the persistent solve iterates on it
     struct GraphDeleter {
         void operator()(kernels::SolveGraph* graph) const;  // cgnr_graph.cpp
     };

@@ -1,0 +1,652 @@
+// The persistent CGNR solve of one frame on the normal matrix G = AᵀA, for
+// systems with few columns (n ≤ 3,072): the fused form without a
+// regularizer (DESIGN §3), u_k = G d_k in place of Aᵀ(A d_k).
+//
+// Why: on the rows of A (persistent.cu) every block scatters its rows into
+// a whole image, and the 132 images meet through 100k vector atomics and
+// a grid sync each iteration (~3.4 µs on paper_large), after which every
+// block repeats the image-space work on all n elements (~2.7 µs). G is
+// dense but small enough to stay on chip: block b holds rows [24 b,
+// 24 b + 24) of G (n = 3,000: 281 KB a block, 32 of each thread's 144
+// entries in registers, the rest in 224 KB of shared memory), so u = G d
+// needs no scatter: each block sums its own 24 rows and writes them; one
+// grid sync; then every block reads the n values of u, sums the
+// iteration's five dot products (f = dᵀu, gᵀd, hᵀu, uᵀu, hᵀh:
+// cgnr_scalars_end_expanded) over all n columns itself, in one fixed order
+// (so every block computes the same α and β), and moves its copy of h and
+// d. (Exchanging each block's share of the sums instead measured ~1,100
+// cycles per iteration more: the shares' loads wait behind the loads of u.)
+// Each iteration's one pass over G reads 224 KB of shared memory per SM:
+// ~1,800 cycles at 128 bytes per cycle.
+
+// Layout of the work in a block: threads [256 g, 256 g + 256) take rows
+// [12 g, 12 g + 12) of the block's rows; thread t of a group takes columns
+// t, t + 256, ..., t + 2,816 of those rows and keeps h and d of the same
+// columns in registers (both groups alike). Lane l of warp 0 keeps x, h
+// and d of the block's row l (computed with the same operations as the
+// column's owners, so bit for bit the same values).
+//
+// The gradient itself comes from the rows of A, as on the rows' path: at
+// the start h0 = Aᵀ(A x0 − b), and at each residual replacement
+// h = Aᵀ(A x − b), with each row's r_i = (A x)_i − b_i formed in
+// measurement space (b subtracted before rounding) and scattered into the
+// block's image; the images meet through global atomics and one grid
+// sync. For that, G's last column of entries (24 KB of shared memory) lends
+// its slots to x and the image, and is loaded again after. Between
+// replacements only the search directions see G's rounding (its entries
+// are rounded to float once); formed as G x − Aᵀb, h would carry an error of
+// ~eps ‖Aᵀb‖ instead of ~eps ‖Aᵀ‖ ‖A x − b‖, and the solution
+// cond(AᵀA) times that (measured: the ill-conditioned test problem missed
+// its 1e-4 by that).
+
+#include <cooperative_groups.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include "cooperative_step.cuh"
+#include "kernels/cgnr_scalars.hpp"
+#include "launch.cuh"
+#include "normal_matrix_cgnr.cuh"
+#include "system_kernels.cuh"
+#include "warp_sums.cuh"
+
+namespace recon::kernels::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+// 512 threads of 128 registers rather than 1,024 of 64: the same register
+// file, but each thread's fixed cost (addresses, loop state, the scalar
+// code) paid half as often; with 1,024 threads ptxas spilled.
+constexpr int threads = 512;
+constexpr int warps = threads / 32;
+constexpr int groups = 2;                           // row groups of a block
+constexpr int group_threads = threads / groups;     // 256
+constexpr int group_warps = group_threads / 32;     // 8
+constexpr int group_rows = 12;                      // rows of G per group
+constexpr int block_rows = groups * group_rows;     // 24
+constexpr int thread_cols = 12;                     // columns per thread
+constexpr int max_cols = thread_cols * group_threads;  // 3,072
+constexpr int entries = group_rows * thread_cols;   // G entries per thread: 144
+constexpr int in_registers = 32;
+constexpr int in_shared = entries - in_registers;   // 112 slots of `threads` floats: 224 KB
+constexpr std::size_t shared_bytes = static_cast<std::size_t>(in_shared) * threads * sizeof(float);
+constexpr int sums = 5;                             // f, gᵀd, hᵀu, uᵀu, hᵀh
+// G's entries of column c = 11 (12 slots, 24 KB), lent to x and an image
+// while a gradient is formed from the rows of A, and loaded again after
+constexpr int spare_entries = group_rows;
+static_assert(spare_entries * threads == 2 * max_cols, "the lent slots hold x and one image");
+
+static_assert(block_rows <= 32, "warp 0's lanes keep the block's rows");
+
+enum StepFlags : int {
+    step_taken = 1,  // α was applied: x and h move
+    beta_known = 2,  // β and the stop tests done
+};
+
+struct Args {
+    CgnrParams params;
+    int replacement;
+    int n;
+    index_t m;
+    const float* gram;       // [n][n]
+    const float* b;          // [m]
+    float* x;
+    float* h;
+    float* g;                // may be h
+    float* d;
+    CgnrScalars* scalars;
+    // (rows of whole cache lines, whatever n: with rows of n = 3,000 floats
+    // every other row straddled lines and the loads after the grid sync
+    // took twice as long)
+    float* image_sums;       // [4][max_cols] zeroed: h0, Aᵀb, two for the replacements
+    float* u_slots;          // [2][max_cols]
+    int phases;              // print block 0's cycles per phase (RECON_PERSISTENT_PHASES)
+};
+
+/// Phases of an iteration, as block 0's thread 0 times them.
+enum Phase : int {
+    ph_product, ph_publish, ph_sync, ph_sums, ph_scalar_code, ph_scalars, ph_step, ph_beta,
+    ph_direction,
+    // a residual replacement's parts (within ph_step)
+    ph_x_sync, ph_scatter, ph_sum_sync, ph_reload, ph_load_h, ph_count
+};
+
+/// What one block shares between its threads.
+struct Block {
+    float row_sums[warps][16];  // the warps' sums of their group's rows
+    /// x, h, d and u of the block's row l, kept by lane l of warp 0 (in
+    /// shared memory: registers are all taken by the other threads' G)
+    float own_x[block_rows], own_h[block_rows], own_d[block_rows], own_u[block_rows];
+    double warp_sums[warps][sums];  // the warps' sums of block-wide sums
+    CgnrScalars state;
+    float alpha;
+    float beta;
+    int flags;
+    int running;
+    long long cycles[ph_count];
+    long long last;
+};
+
+/// Adds the cycles since the last mark to phase p (block 0's thread 0, when on).
+__device__ __forceinline__ void mark(Block& s, bool on, Phase p)
+{
+    if (on) {
+        const long long now = clock64();
+        s.cycles[p] += now - s.last;
+        s.last = now;
+    }
+}
+
+__device__ __forceinline__ int column(int c) { return c * group_threads + threadIdx.x % group_threads; }
+
+/// The one rounding of x + α v and −g + β d, wherever a copy of an element
+/// is moved (the column owners and warp 0's lanes must agree bit for bit).
+__device__ __forceinline__ float stepped(float v, float alpha, float w) { return __fmaf_rn(alpha, w, v); }
+__device__ __forceinline__ float next_direction(float g, float beta, float d)
+{
+    return __fmaf_rn(beta, d, -g);
+}
+
+/// The thread's entries of G: entry (r, c) is G(24 b + 12 g + r, column(c)),
+/// number c·12 + r; the first in_registers in registers, the others in
+/// shared-memory slots of `threads` floats (a warp's loads are one line).
+struct Entries {
+    float reg[in_registers];
+    const float* slots;
+
+    __device__ __forceinline__ float at(int p) const
+    {
+        return p < in_registers ? reg[p < in_registers ? p : 0]
+                                : slots[(p - in_registers) * threads + threadIdx.x];
+    }
+};
+
+__device__ __forceinline__ float entry_of(const Args& a, int p)
+{
+    const int row = blockIdx.x * block_rows + threadIdx.x / group_threads * group_rows + p % group_rows;
+    const int col = column(p / group_rows);
+    return row < a.n && col < a.n ? __ldg(a.gram + static_cast<size_type>(row) * a.n + col) : 0.0f;
+}
+
+__device__ __forceinline__ Entries load_entries(const Args& a, float* slots)
+{
+    Entries e{{}, slots};
+#pragma unroll
+    for (int p = 0; p < in_registers; ++p) e.reg[p] = entry_of(a, p);
+#pragma unroll 2
+    for (int p = in_registers; p < entries; ++p) {
+        slots[(p - in_registers) * threads + threadIdx.x] = entry_of(a, p);
+    }
+    return e;
+}
+
+/// (G v) of the block's rows: lane l of warp 0 returns row l's value (the
+/// others 0). v holds the thread's columns. One barrier.
+__device__ __forceinline__ float block_rows_times(Block& s, const Entries& g, const float (&v)[thread_cols])
+{
+    float w[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) w[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < thread_cols; ++c) {
+#pragma unroll
+        for (int r = 0; r < group_rows; ++r) w[r] = __fmaf_rn(g.at(c * group_rows + r), v[c], w[r]);
+    }
+    const float t = warp_sum_scatter<16>(w);  // lane l: the warp's sum of row l / 2
+    const int lane = threadIdx.x % 32;
+    if (lane % 2 == 0) s.row_sums[threadIdx.x / 32][lane / 2] = t;
+    __syncthreads();
+    float sum = 0.0f;
+    if (threadIdx.x < block_rows) {
+        const int first = threadIdx.x / group_rows * group_warps;
+        for (int w = 0; w < group_warps; ++w) sum += s.row_sums[first + w][threadIdx.x % group_rows];
+    }
+    return sum;
+}
+
+/// Sums v over group 0's threads (each column once) in one fixed order: the
+/// same in every block. Thread 0 gets the totals. One barrier.
+__device__ __forceinline__ void block_sums(Block& s, double (&v)[2], double (&total)[2])
+{
+    const int group = threadIdx.x / group_threads;
+    if (group != 0) v[0] = v[1] = 0.0;
+    const double t = warp_sum_scatter<2>(v);  // lane 0: sum 0, lane 16: sum 1
+    const int lane = threadIdx.x % 32;
+    if (lane % 16 == 0) s.warp_sums[threadIdx.x / 32][lane / 16] = t;
+    __syncthreads();
+    total[0] = total[1] = 0.0;
+    if (threadIdx.x == 0) {
+        for (int w = 0; w < group_warps; ++w) {
+            total[0] += s.warp_sums[w][0];
+            total[1] += s.warp_sums[w][1];
+        }
+    }
+}
+
+/// The block's share of the rows of A: [first, last).
+struct RowRange {
+    index_t first, last;
+};
+__device__ __forceinline__ RowRange block_row_range(index_t m)
+{
+    const index_t per = (m + gridDim.x - 1) / gridDim.x;
+    const index_t first = static_cast<index_t>(blockIdx.x) * per;
+    return {first, first + per < m ? first + per : m};
+}
+
+/// c_i of row i: with x (in shared memory), (A x)_i − b_i, the row's sum in
+/// double and b subtracted before rounding (as the residual primitive);
+/// without, b_i.
+template <class System>
+__device__ __forceinline__ float row_value(const System& sys, const Args& a, const float* xs,
+                                           index_t row)
+{
+    if (xs == nullptr) return __ldg(a.b + row);
+    double acc = 0.0;
+    device_row(sys, row, [&](index_t col, float w) { acc += static_cast<double>(w) * xs[col]; });
+    return static_cast<float>(acc - __ldg(a.b + row));
+}
+
+/// Adds c_i A_ij over the block's rows of A into `image` (shared memory,
+/// float atomics): the block's share of Aᵀ(A x − b), or of Aᵀb without x.
+template <class System>
+__device__ __forceinline__ void scatter_rows(const System& sys, const Args& a, const float* xs,
+                                             float* image)
+{
+    const RowRange range = block_row_range(a.m);
+    for (index_t row = range.first + threadIdx.x; row < range.last; row += threads) {
+        const float c = row_value(sys, a, xs, row);
+        device_row(sys, row, [&](index_t col, float w) { atomicAdd(image + col, c * w); });
+    }
+}
+
+/// The block's image into the global sum (sm_90's four-float atomics,
+/// zeros skipped, each block starting at another group of four).
+__device__ __forceinline__ void add_image(const float* image, float* sum)
+{
+    constexpr int groups = max_cols / 4;
+    const int start = static_cast<int>((static_cast<long long>(blockIdx.x) * groups) / gridDim.x);
+    for (int g0 = threadIdx.x; g0 < groups; g0 += threads) {
+        const int j = 4 * (g0 + start < groups ? g0 + start : g0 + start - groups);
+        const float4 v{image[j], image[j + 1], image[j + 2], image[j + 3]};
+        if (v.x != 0.0f || v.y != 0.0f || v.z != 0.0f || v.w != 0.0f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            atomicAdd(reinterpret_cast<float4*>(sum + j), v);
+#else
+            atomicAdd(sum + j, v.x);
+            atomicAdd(sum + j + 1, v.y);
+            atomicAdd(sum + j + 2, v.z);
+            atomicAdd(sum + j + 3, v.w);
+#endif
+        }
+    }
+}
+
+/// Thread 0 makes its state's outcome known to the block (a barrier must
+/// follow).
+__device__ __forceinline__ void publish(Block& s, int flags)
+{
+    s.flags = flags;
+    s.alpha = static_cast<float>(s.state.alpha);
+    s.beta = static_cast<float>(s.state.beta);
+    s.running = s.state.status == SolveStatus::running ? 1 : 0;
+}
+
+template <class System>
+__global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System sys, Args a)
+{
+    cg::grid_group grid = cg::this_grid();
+    extern __shared__ float slots[];
+    __shared__ alignas(Block) unsigned char block_bytes[sizeof(Block)];  // (no constructor runs)
+    Block& s = *reinterpret_cast<Block*>(block_bytes);
+    const int lane = threadIdx.x % 32;
+    const int group = threadIdx.x / group_threads;
+    const int first_row = blockIdx.x * block_rows;
+    // lane l of warp 0 keeps x, h and d of the block's row l
+    const int own = first_row + threadIdx.x;
+    const bool owner = threadIdx.x < block_rows && own < a.n;
+    const int n = a.n;
+    const auto valid = [n](int c) { return column(c) < n; };
+
+    // The slots of G's last column of entries, lent to x and the block's
+    // image of Aᵀ(·) while a gradient is formed from the rows of A.
+    float* const xs = slots + (in_shared - spare_entries) * threads;
+    float* const image = xs + max_cols;
+    // the gradient of x, from the rows of A, into sum (grid-wide; x in xs)
+    const auto gradient_into = [&](float* sum) {
+        __syncthreads();
+        scatter_rows(sys, a, xs, image);
+        __syncthreads();
+        add_image(image, sum);
+    };
+
+    // h0 = Aᵀ(A x0 − b), and Aᵀb: its norm is the stop test's reference.
+    // From x0 = 0 (every block sees the same x0), r0 = −b exactly, so
+    // h0 = −Aᵀb and one pass over the rows serves both.
+    bool warm = false;
+    for (int j = threadIdx.x; j < max_cols; j += threads) {
+        xs[j] = j < n ? a.x[j] : 0.0f;
+        warm = warm || xs[j] != 0.0f;
+        image[j] = 0.0f;
+    }
+    warm = __syncthreads_or(warm) != 0;
+    if (warm) {
+        gradient_into(a.image_sums);
+        __syncthreads();
+        for (int j = threadIdx.x; j < max_cols; j += threads) image[j] = 0.0f;
+        __syncthreads();
+    }
+    scatter_rows(sys, a, nullptr, image);
+    __syncthreads();
+    add_image(image, a.image_sums + max_cols);
+    __syncthreads();
+    const Entries g = load_entries(a, slots);  // each thread reads and writes only its own slots
+    grid.sync();
+    // g0 = h0;  d0 = −g0;  ‖g0‖² and ‖Aᵀb‖², summed by every block alike
+    float h[thread_cols], d[thread_cols];
+    double v[2] = {};
+    const float* const ab_sum = a.image_sums + max_cols;
+    const auto h0 = [&](int j) { return warm ? __ldcg(a.image_sums + j) : -__ldcg(ab_sum + j); };
+#pragma unroll
+    for (int c = 0; c < thread_cols; ++c) {
+        h[c] = valid(c) ? h0(column(c)) : 0.0f;
+        d[c] = -h[c];
+        const double ab = valid(c) ? __ldcg(ab_sum + column(c)) : 0.0f;
+        v[0] += static_cast<double>(h[c]) * h[c];
+        v[1] += ab * ab;
+    }
+    if (owner) {
+        const int l = threadIdx.x;
+        s.own_x[l] = a.x[own];
+        s.own_h[l] = h0(own);
+        s.own_d[l] = -s.own_h[l];
+    }
+    double total[2];
+    block_sums(s, v, total);
+    if (threadIdx.x == 0) {
+        s.state = a.scalars[0];
+        cgnr_scalars_begin(s.state, a.params, total[0], total[1]);
+        publish(s, 0);
+    }
+    __syncthreads();
+
+    const bool clock_on = a.phases != 0 && blockIdx.x == 0 && threadIdx.x == 0;
+    if (clock_on) {
+        for (int p = 0; p < ph_count; ++p) s.cycles[p] = 0;
+        s.last = clock64();
+    }
+    int slot = 0;
+    int k = 0;
+    int replaced = 0;
+    for (; s.running != 0; ++k) {
+        // u_k = G d_k, the block's rows
+        const float u_own = block_rows_times(s, g, d);
+        mark(s, clock_on, ph_product);
+        if (owner) s.own_u[threadIdx.x] = u_own;
+        // its rows of u, for every block
+        float* const u_slot = a.u_slots + slot * max_cols;
+        if (owner) u_slot[own] = u_own;
+        mark(s, clock_on, ph_publish);
+        grid.sync();
+        mark(s, clock_on, ph_sync);
+        float u[thread_cols];
+#pragma unroll
+        for (int c = 0; c < thread_cols; ++c) u[c] = valid(c) ? __ldcg(u_slot + column(c)) : 0.0f;
+        const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
+        // f = dᵀu, gᵀd, hᵀu, uᵀu and hᵀh (g = h, e = u) over every column,
+        // summed by every block alike (group 0's threads hold each column
+        // once): no partial sums to exchange through L2
+        double w[8] = {};
+        if (group == 0) {
+#pragma unroll
+            for (int c = 0; c < thread_cols; ++c) {
+                const double dd = d[c], hh = h[c], uu = u[c];
+                w[0] += dd * uu;
+                w[1] += hh * dd;
+                w[2] += hh * uu;
+                w[3] += uu * uu;
+                w[4] += hh * hh;
+            }
+        }
+        const double t = warp_sum_scatter<8>(w);  // lane 4 q: the warp's sum q
+        if (group == 0 && lane % 4 == 0 && lane / 4 < sums) s.warp_sums[threadIdx.x / 32][lane / 4] = t;
+        __syncthreads();
+        // α_k and, expanded, β_k
+        if (threadIdx.x < 32) {
+            double sum = 0.0;
+            if (lane < sums) {
+                for (int w8 = 0; w8 < group_warps; ++w8) sum += s.warp_sums[w8][lane];
+            }
+            double total5[sums];
+#pragma unroll
+            for (int q = 0; q < sums; ++q) total5[q] = __shfl_sync(0xffffffffu, sum, q);
+            mark(s, clock_on, ph_sums);
+            if (lane == 0) {
+                CgnrScalars state = s.state;  // (in registers: the code below is the critical path)
+                int flags = 0;
+                if (state.status == SolveStatus::running) {
+                    state.f = total5[0];
+                    state.gd = total5[1];
+                    if (cgnr_scalars_alpha(state)) {
+                        flags = step_taken;
+                        const double step = static_cast<float>(state.alpha);
+                        if (!replace && cgnr_scalars_end_expanded(state, a.params, step, total5[2],
+                                                                  total5[3], total5[4])) {
+                            flags |= beta_known;
+                        }
+                    }
+                }
+                s.state = state;
+                publish(s, flags);
+                mark(s, clock_on, ph_scalar_code);
+            }
+        }
+        slot ^= 1;
+        __syncthreads();
+        mark(s, clock_on, ph_scalars);
+        const int flags = s.flags;
+        if ((flags & step_taken) == 0) break;  // stopped (every block alike)
+        // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k
+        const float alpha = s.alpha;
+        if (owner) {
+            const int l = threadIdx.x;
+            s.own_x[l] = stepped(s.own_x[l], alpha, s.own_d[l]);
+            s.own_h[l] = stepped(s.own_h[l], alpha, s.own_u[l]);
+        }
+#pragma unroll
+        for (int c = 0; c < thread_cols; ++c) h[c] = stepped(h[c], alpha, u[c]);
+        if (replace) {
+            // h_{k+1} = Aᵀ(A x_{k+1} − b), against the recurrence's drift
+            long long t = clock_on ? clock64() : 0;
+            const auto part = [&](Phase p) {
+                if (clock_on) {
+                    const long long now = clock64();
+                    s.cycles[p] += now - t;
+                    t = now;
+                }
+            };
+            if (owner) a.x[own] = s.own_x[threadIdx.x];
+            grid.sync();
+            part(ph_x_sync);
+            // two sums alternate; each replacement clears the next one's
+            float* const sum = a.image_sums + (2 + replaced % 2) * max_cols;
+            float* const next = a.image_sums + (2 + (replaced + 1) % 2) * max_cols;
+            ++replaced;
+            for (int j = threadIdx.x; j < max_cols; j += threads) {
+                xs[j] = j < n ? __ldcg(a.x + j) : 0.0f;
+                image[j] = 0.0f;
+            }
+            for (int j = blockIdx.x * threads + threadIdx.x; j < max_cols; j += gridDim.x * threads) {
+                next[j] = 0.0f;
+            }
+            gradient_into(sum);
+            part(ph_scatter);
+            grid.sync();
+            part(ph_sum_sync);
+            // G's entries back into the lent slots
+#pragma unroll
+            for (int p = entries - spare_entries; p < entries; ++p) {
+                slots[(p - in_registers) * threads + threadIdx.x] = entry_of(a, p);
+            }
+            if (owner) s.own_h[threadIdx.x] = __ldcg(sum + own);
+            part(ph_reload);
+#pragma unroll
+            for (int c = 0; c < thread_cols; ++c) h[c] = valid(c) ? __ldcg(sum + column(c)) : 0.0f;
+            part(ph_load_h);
+        }
+        mark(s, clock_on, ph_step);
+        if ((flags & beta_known) == 0) {
+            // β_k from the new gradient, summed whole by every block alike
+            // (the expansion cancelled, or h was replaced)
+            double vb[2] = {};
+#pragma unroll
+            for (int c = 0; c < thread_cols; ++c) {
+                vb[0] += static_cast<double>(h[c]) * u[c];
+                vb[1] += static_cast<double>(h[c]) * h[c];
+            }
+            block_sums(s, vb, total);
+            if (threadIdx.x == 0) {
+                cgnr_scalars_end(s.state, a.params, total[0], total[1]);
+                publish(s, flags | beta_known);
+            }
+            __syncthreads();
+        }
+        mark(s, clock_on, ph_beta);
+        // d_{k+1} = −g_{k+1} + β_k d_k while the frame runs
+        if (s.running != 0) {
+            const float beta = s.beta;
+            if (owner) {
+                s.own_d[threadIdx.x] = next_direction(s.own_h[threadIdx.x], beta, s.own_d[threadIdx.x]);
+            }
+#pragma unroll
+            for (int c = 0; c < thread_cols; ++c) d[c] = next_direction(h[c], beta, d[c]);
+        }
+        mark(s, clock_on, ph_direction);
+    }
+    if (clock_on && k > 0) {
+        const double per = 1.0 / k;
+        printf("normal-matrix kernel, block 0's cycles per iteration over %d: product %.0f "
+               "publish %.0f sync %.0f sums %.0f scalar code %.0f barrier %.0f step %.0f "
+               "beta %.0f direction %.0f\n",
+               k, per * s.cycles[ph_product], per * s.cycles[ph_publish], per * s.cycles[ph_sync],
+               per * s.cycles[ph_sums], per * s.cycles[ph_scalar_code], per * s.cycles[ph_scalars], per * s.cycles[ph_step], per * s.cycles[ph_beta],
+               per * s.cycles[ph_direction]);
+        if (replaced > 0) {
+            const double each = 1.0 / replaced;
+            printf("normal-matrix kernel, block 0's cycles per residual replacement over %d: x sync "
+                   "%.0f rows scattered %.0f sync %.0f G reloaded %.0f h loaded %.0f\n",
+                   replaced, each * s.cycles[ph_x_sync], each * s.cycles[ph_scatter],
+                   each * s.cycles[ph_sum_sync], each * s.cycles[ph_reload], each * s.cycles[ph_load_h]);
+        }
+    }
+
+    if (owner) a.x[own] = s.own_x[threadIdx.x];
+    if (blockIdx.x != 0) return;
+    if (group == 0) {
+#pragma unroll
+        for (int c = 0; c < thread_cols; ++c) {
+            if (!valid(c)) continue;
+            a.h[column(c)] = h[c];
+            a.g[column(c)] = h[c];
+            a.d[column(c)] = d[c];
+        }
+    }
+    if (threadIdx.x == 0) a.scalars[0] = s.state;
+}
+
+int blocks_for_rows(index_t n) { return static_cast<int>((n + block_rows - 1) / block_rows); }
+
+/// Why the kernel for `System` cannot run n columns on exec's device
+/// (empty: it can); lets it take its shared memory.
+template <class System>
+std::string kernel_fits(const Executor& exec, index_t n)
+{
+    const auto kernel = reinterpret_cast<const void*>(normal_matrix_cgnr_kernel<System>);
+    cudaFuncAttributes attributes{};
+    RECON_CUDA_TRY(cudaFuncGetAttributes(&attributes, normal_matrix_cgnr_kernel<System>));
+    const int limit = device_attribute(exec, cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    if (shared_bytes + attributes.sharedSizeBytes > static_cast<std::size_t>(limit)) {
+        return "the normal-matrix solve needs " +
+               std::to_string(shared_bytes + attributes.sharedSizeBytes) +
+               " bytes of shared memory per block, the device allows " + std::to_string(limit);
+    }
+    allow_dynamic_shared(exec, kernel, shared_bytes);
+    if (!cooperative_fits(exec, kernel, threads, blocks_for_rows(n), shared_bytes)) {
+        return "the normal-matrix solve's blocks do not all fit on the device at once";
+    }
+    return {};
+}
+
+}  // namespace
+
+std::string normal_matrix_cgnr_supports(const Executor& exec, const PersistentCgnrProblem& p)
+{
+    if (exec.is_cpu()) return "the normal-matrix solve needs a CUDA executor";
+    if (p.batch != 1) return "the normal-matrix solve takes one frame";
+    if (p.terms.count > 0) return "the normal-matrix solve takes no regularizer";
+    if (p.cgls1) return "the normal-matrix solve takes the fused form";
+    const index_t n = cols_of(p.system);
+    if (n > max_cols) {
+        return "the normal-matrix solve keeps n <= " + std::to_string(max_cols) +
+               " columns, found " + std::to_string(n);
+    }
+    if (blocks_for_rows(n) > sm_count(exec)) {
+        return "the normal-matrix solve needs " + std::to_string(blocks_for_rows(n)) +
+               " SMs for n = " + std::to_string(n) + ", the device has " +
+               std::to_string(sm_count(exec));
+    }
+    return std::visit([&](const auto& sys) { return kernel_fits<std::decay_t<decltype(sys)>>(exec, n); },
+                      p.system);
+}
+
+std::size_t normal_matrix_workspace_floats(const PersistentCgnrProblem&)
+{
+    // four sums of the blocks' images, then the two slots of u
+    return 4 * max_cols + 2 * max_cols;
+}
+
+void launch_normal_matrix_cgnr(const Executor& exec, const PersistentCgnrProblem& p,
+                               float* workspace)
+{
+    const index_t n = cols_of(p.system);
+    const int blocks = blocks_for_rows(n);
+    if (p.normal_matrix.size != static_cast<size_type>(n) * n) {
+        throw std::invalid_argument{"normal-matrix solve: expected an n x n normal matrix for n = " +
+                                    std::to_string(n)};
+    }
+    RECON_CUDA_TRY(cudaMemsetAsync(workspace, 0, 4 * max_cols * sizeof(float), stream_of(exec)));
+    Args args{p.params,
+              p.residual_replacement,
+              static_cast<int>(n),
+              rows_of(p.system),
+              p.normal_matrix.data,
+              p.b.data,
+              p.x.data,
+              p.h.data,
+              p.g.data,
+              p.d.data,
+              p.scalars.data,
+              workspace,
+              workspace + 4 * max_cols,
+              std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0};
+    std::visit(
+        [&](const auto& sys) {
+            using System = std::decay_t<decltype(sys)>;
+            allow_dynamic_shared(exec, reinterpret_cast<const void*>(normal_matrix_cgnr_kernel<System>),
+                                 shared_bytes);
+            if (!launch_cooperative(exec, normal_matrix_cgnr_kernel<System>, dim3(blocks),
+                                    dim3(threads), shared_bytes, sys, args)) {
+                throw std::runtime_error{"normal-matrix solve: its blocks do not all fit on the "
+                                         "device"};
+            }
+        },
+        p.system);
+}
+
+}  // namespace recon::kernels::cuda
