@@ -179,7 +179,7 @@ __device__ __forceinline__ Entries load_entries(const Args& a, float* slots)
     Entries e{{}, slots};
 #pragma unroll
     for (int p = 0; p < in_registers; ++p) e.reg[p] = entry_of(a, p);
-#pragma unroll 2
+#pragma unroll 16
     for (int p = in_registers; p < entries; ++p) {
         slots[(p - in_registers) * threads + threadIdx.x] = entry_of(a, p);
     }
@@ -302,6 +302,7 @@ template <class System>
 __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System sys, Args a)
 {
     cg::grid_group grid = cg::this_grid();
+    const long long started = clock64();
     extern __shared__ float slots[];
     __shared__ alignas(Block) unsigned char block_bytes[sizeof(Block)];  // (no constructor runs)
     Block& s = *reinterpret_cast<Block*>(block_bytes);
@@ -380,6 +381,8 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
     if (clock_on) {
         for (int p = 0; p < ph_count; ++p) s.cycles[p] = 0;
         s.last = clock64();
+        printf("normal-matrix kernel, block 0's cycles from its start to the first iteration "
+               "(G loaded, h0 and Aᵀb from the rows of A): %lld\n", s.last - started);
     }
     int slot = 0;
     int k = 0;
