@@ -284,7 +284,8 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
     using recon::SolveLaunch;
     const std::vector<SolveCase> cases{
         // The default where n is small: the normal matrix on chip (formed
-        // once per solver from the model; the rows of A give Aᵀb per solve).
+        // once per solver from the model; the gradient at the start and at
+        // each residual replacement still comes from the rows of A).
         {"ours one launch (persistent), normal matrix AᵀA on chip", p.sliced_ell.get(), {},
          options(SolveLaunch::persistent, CgnrForm::fused)},
         {"ours one launch (persistent) CGLS1, ELLPACK-T", p.sliced_ell.get(), {},
