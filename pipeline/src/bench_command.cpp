@@ -46,6 +46,7 @@ int bench_command(const Args& args)
     loader.add_alias("--repetitions", "bench.repetitions");
     loader.add_alias("--iterations", "bench.iterations");
     loader.add_alias("--matrices", "bench.matrices");
+    loader.add_alias("--tables", "bench.tables");
     if (!loader.parse(args, std::cout)) return 0;
     bench.validate();
     pipeline.validate();
@@ -71,9 +72,11 @@ int bench_command(const Args& args)
     if (exec.is_cpu()) {
         for (const auto& problem : prepared) {
             std::cerr << "bench: " << problem.name << " (" << problem.describe() << ")\n";
-            add_operator_rows(table, problem, exec, bench);
-            add_solve_rows(table, problem, exec, bench);
-            if (bench.eigen) add_eigen_rows(table, problem, bench);
+            if (bench.wants("operators")) add_operator_rows(table, problem, exec, bench);
+            if (bench.wants("solve")) {
+                add_solve_rows(table, problem, exec, bench);
+                if (bench.eigen) add_eigen_rows(table, problem, bench);
+            }
         }
     } else {
         // The GPU tables carry their own CPU reference row; Eigen stays in
@@ -81,11 +84,11 @@ int bench_command(const Args& args)
         std::vector<const BenchProblem*> pointers;
         for (const auto& problem : prepared) pointers.push_back(&problem);
         add_cuda_rows(table, pointers, exec, bench);
-        if (bench.eigen) {
+        if (bench.eigen && bench.wants("solve")) {
             for (const auto& problem : prepared) add_eigen_rows(table, problem, bench);
         }
     }
-    add_output_rows(table, bench);
+    if (bench.wants("output")) add_output_rows(table, bench);
     table.print(std::cout);
     if (json_file.is_open()) {
         json_file << table.to_json().dump(2) << "\n";

@@ -526,11 +526,11 @@ void add_cuda_rows(BenchTable& table, const std::vector<const BenchProblem*>& pr
 {
     table.set_baseline("gpu solve", cuda_solve_baseline);
     for (const BenchProblem* p : problems) {
-        add_cuda_operator_rows(table, *p, exec, config);
-        add_cuda_solve_rows(table, *p, exec, config);
-        add_cuda_batch_rows(table, *p, exec, config);
+        if (config.wants("operators")) add_cuda_operator_rows(table, *p, exec, config);
+        if (config.wants("solve")) add_cuda_solve_rows(table, *p, exec, config);
+        if (config.wants("batch")) add_cuda_batch_rows(table, *p, exec, config);
     }
-    add_cuda_ct_rows(table, exec, config);
+    if (config.wants("ct")) add_cuda_ct_rows(table, exec, config);
 }
 
 }  // namespace recon::pipeline

@@ -177,8 +177,39 @@ void SimulateConfig::validate() const
     }
 }
 
+namespace {
+
+const std::vector<std::string> bench_tables{"operators", "solve", "batch", "ct", "output"};
+
+std::vector<std::string> comma_list(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::stringstream stream{text};
+    for (std::string item; std::getline(stream, item, ',');) out.push_back(item);
+    return out;
+}
+
+}  // namespace
+
+bool BenchConfig::wants(const std::string& table) const
+{
+    if (tables == "all") return true;
+    const auto listed = comma_list(tables);
+    return std::find(listed.begin(), listed.end(), table) != listed.end();
+}
+
 void BenchConfig::validate() const
 {
+    if (tables != "all") {
+        const auto listed = comma_list(tables);
+        if (listed.empty()) bad_option("bench.tables", "all or a list of tables", "''");
+        for (const auto& t : listed) {
+            if (std::find(bench_tables.begin(), bench_tables.end(), t) == bench_tables.end()) {
+                bad_option("bench.tables", "all or a comma list of operators, solve, batch, ct, output",
+                           "'" + t + "'");
+            }
+        }
+    }
     if (repetitions < 1) {
         bad_option("bench.repetitions", "at least 1", std::to_string(repetitions));
     }
@@ -329,7 +360,9 @@ po::options_description bench_options(BenchConfig& c)
         ("bench.iterations", bound(&c.iterations), "CGNR iterations per solve")
         ("bench.matrices", bound_text(&c.matrices), "paper matrices: large, small or both")
         ("bench.json", bound_text(&c.json), "write the tables as JSON to this file")
-        ("bench.eigen", bound(&c.eigen), "include Eigen's LeastSquaresConjugateGradient");
+        ("bench.eigen", bound(&c.eigen), "include Eigen's LeastSquaresConjugateGradient")
+        ("bench.tables", bound_text(&c.tables),
+         "all, or a comma list of operators, solve, batch, ct (GPU) and output");
     return d;
 }
 

@@ -317,6 +317,20 @@ TEST_F(CliTest, BenchBadInputs)
     expect_error({"bench", "--repetitions", "0"}, {"bench.repetitions"});
     expect_error({"bench", "--device", "cpu", "--matrices", "huge"}, {"bench.matrices", "huge"});
     expect_error({"bench", "--device", "tpu"}, {"pipeline.device", "tpu"});
+    expect_error({"bench", "--device", "cpu", "--tables", "solve,graphs"}, {"bench.tables", "graphs"});
+    expect_error({"bench", "--device", "cpu", "--tables", ""}, {"bench.tables"});
+}
+
+// `--tables` measures only the tables it names: here the output stage's.
+TEST_F(CliTest, BenchMeasuresTheTablesItIsAskedFor)
+{
+    const auto json = dir_ / "bench-output.json";
+    const RunResult r = run({"bench", "--device", "cpu", "--matrices", "small", "--tables", "output",
+                             "--repetitions", "1", "--json", json.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto table = nlohmann::json::parse(read_text(json));
+    ASSERT_FALSE(table["rows"].empty());
+    for (const auto& row : table["rows"]) EXPECT_EQ(row["section"], "output") << row.dump();
 }
 
 TEST_F(CliTest, NonFiniteDataIsRejectedNamingTheDataset)

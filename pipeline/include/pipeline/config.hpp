@@ -109,8 +109,13 @@ struct BenchConfig {
     std::string matrices = "large,small";  // paper matrices: large, small
     std::string json;             // write the table as JSON here when set
     bool eigen = true;            // include Eigen's LeastSquaresConjugateGradient
+    /// Which tables: "all", or a comma list of operators, solve, batch (GPU),
+    /// ct (GPU) and output.
+    std::string tables = "all";
 
     void validate() const;
+    /// Whether `table` (one of the names above) is to be measured.
+    bool wants(const std::string& table) const;
 };
 
 po::options_description system_options(SystemConfig& config);
