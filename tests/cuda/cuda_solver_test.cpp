@@ -243,7 +243,11 @@ void sanitize_solves(SolveLaunch launch)
         int batch;
     };
     std::vector<Problem> problems{{synthetic, "tikhonov:0.01", 2}};
-    if (launch != SolveLaunch::persistent) {
+    if (launch == SolveLaunch::persistent) {
+        // one frame without a regularizer: the fused form on the normal
+        // matrix AᵀA, its gradients from the rows of A (CGLS1 on the rows)
+        problems.push_back({synthetic, "none", 1});
+    } else {
         problems.push_back({parallel, "tv:0.02,nonneg:2", 5});
         problems.push_back({parallel, "tv:0.02,nonneg:2", 2});  // the pair images of d kept
         problems.push_back({parallel, "tv:0.02,nonneg:2", 1});  // the step in the adjoint's launch
