@@ -62,7 +62,14 @@ namespace cg = cooperative_groups;
 
 // 512 threads of 128 registers rather than 1,024 of 64: the same register
 // file, but each thread's fixed cost (addresses, loop state, the scalar
-// code) paid half as often; with 1,024 threads ptxas spilled.
+// code) paid half as often; with 1,024 threads ptxas spilled. All 128 are
+// taken (ptxas spills 40 bytes a thread for the stored system), and with
+// 224 KB of shared memory the L1 left is small, so spills come from L2:
+// a change anywhere in this kernel can move spills into the iteration's
+// loop (one more member of Args took them from 40 to 52 bytes; a column
+// gather inlined beside the scatter, to 64 bytes and the solve from 2.05 to
+// 2.24 ms: history v14 in docs/gpu-performance.md). Check `-Xptxas -v`
+// before measuring a change.
 constexpr int threads = 512;
 constexpr int warps = threads / 32;
 constexpr int groups = 2;                           // row groups of a block
