@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <stdexcept>
 
 #include "pipeline/bench.hpp"
@@ -12,20 +11,6 @@
 #include "pipeline/device.hpp"
 
 namespace recon::pipeline {
-
-namespace {
-
-std::vector<std::string> split_list(const std::string& text)
-{
-    std::vector<std::string> out;
-    std::stringstream stream{text};
-    for (std::string item; std::getline(stream, item, ',');) {
-        if (!item.empty()) out.push_back(item);
-    }
-    return out;
-}
-
-}  // namespace
 
 int bench_command(const Args& args)
 {
@@ -52,10 +37,6 @@ int bench_command(const Args& args)
     pipeline.validate();
     set_cpu_threads(pipeline.threads);
     const kernels::Executor exec = select_device(pipeline.device);
-    const auto problems = split_list(bench.matrices);
-    if (problems.empty()) {
-        throw std::invalid_argument{"bench.matrices: expected large, small or both, found ''"};
-    }
     std::ofstream json_file;
     if (!bench.json.empty()) {
         json_file.open(bench.json);  // fail now, not after minutes of measuring
@@ -67,8 +48,13 @@ int bench_command(const Args& args)
     BenchTable table;
     table.set_machine(describe_machine(exec));
     table.set_baseline("solve", eigen_solve_variant);
+    // only the operator, solve and batch tables measure the paper matrices
     std::vector<BenchProblem> prepared;
-    for (const auto& which : problems) prepared.push_back(make_bench_problem(which));
+    if (bench.wants("operators") || bench.wants("solve") || bench.wants("batch")) {
+        for (const auto& which : comma_list(bench.matrices)) {
+            prepared.push_back(make_bench_problem(which));
+        }
+    }
     if (exec.is_cpu()) {
         for (const auto& problem : prepared) {
             std::cerr << "bench: " << problem.name << " (" << problem.describe() << ")\n";

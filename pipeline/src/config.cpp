@@ -177,17 +177,19 @@ void SimulateConfig::validate() const
     }
 }
 
-namespace {
-
-const std::vector<std::string> bench_tables{"operators", "solve", "batch", "ct", "output"};
-
 std::vector<std::string> comma_list(const std::string& text)
 {
     std::vector<std::string> out;
     std::stringstream stream{text};
-    for (std::string item; std::getline(stream, item, ',');) out.push_back(item);
+    for (std::string item; std::getline(stream, item, ',');) {
+        if (!item.empty()) out.push_back(item);
+    }
     return out;
 }
+
+namespace {
+
+const std::vector<std::string> bench_tables{"operators", "solve", "batch", "ct", "output"};
 
 }  // namespace
 
@@ -200,13 +202,20 @@ bool BenchConfig::wants(const std::string& table) const
 
 void BenchConfig::validate() const
 {
+    const auto paper = comma_list(matrices);
+    if (paper.empty()) bad_option("bench.matrices", "large, small or both", "''");
+    for (const auto& m : paper) {
+        if (m != "large" && m != "small" && m != "paper_large" && m != "paper_small") {
+            bad_option("bench.matrices", "large or small", "'" + m + "'");
+        }
+    }
     if (tables != "all") {
         const auto listed = comma_list(tables);
-        if (listed.empty()) bad_option("bench.tables", "all or a list of tables", "''");
+        const char* expected = "all or a comma list of operators, solve, batch, ct, output";
+        if (listed.empty()) bad_option("bench.tables", expected, "'" + tables + "'");
         for (const auto& t : listed) {
             if (std::find(bench_tables.begin(), bench_tables.end(), t) == bench_tables.end()) {
-                bad_option("bench.tables", "all or a comma list of operators, solve, batch, ct, output",
-                           "'" + t + "'");
+                bad_option("bench.tables", expected, "'" + t + "'");
             }
         }
     }

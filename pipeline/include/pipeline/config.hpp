@@ -118,6 +118,9 @@ struct BenchConfig {
     bool wants(const std::string& table) const;
 };
 
+/// The items of a comma-separated list, empty ones dropped ("a,,b" -> a, b).
+std::vector<std::string> comma_list(const std::string& text);
+
 po::options_description system_options(SystemConfig& config);
 po::options_description solver_options(SolverConfig& config);
 po::options_description pipeline_options(PipelineConfig& config);
