@@ -84,16 +84,10 @@ std::string BenchProblem::describe() const
 BenchProblem make_bench_problem(const std::string& which)
 {
     BenchProblem p;
-    if (which == "large" || which == "paper_large") {
-        p.name = "paper_large";
-        p.on_the_fly = std::make_unique<recon::Synthetic>(recon::Synthetic::paper_large());
-    } else if (which == "small" || which == "paper_small") {
-        p.name = "paper_small";
-        p.on_the_fly = std::make_unique<recon::Synthetic>(recon::Synthetic::paper_small());
-    } else {
-        throw std::invalid_argument{"bench.matrices: expected large or small, found '" + which +
-                                    "'"};
-    }
+    p.name = paper_matrix_name(which);
+    p.on_the_fly = std::make_unique<recon::Synthetic>(p.name == "paper_large"
+                                                          ? recon::Synthetic::paper_large()
+                                                          : recon::Synthetic::paper_small());
     recon::CsrMatrix csr = p.on_the_fly->materialize();
     p.sliced_ell = std::make_unique<recon::StoredMatrix>(csr, recon::MatrixLayout::sliced_ell,
                                                          p.name);

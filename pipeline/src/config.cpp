@@ -193,6 +193,13 @@ const std::vector<std::string> bench_tables{"operators", "solve", "batch", "ct",
 
 }  // namespace
 
+std::string paper_matrix_name(const std::string& which)
+{
+    if (which == "large" || which == "paper_large") return "paper_large";
+    if (which == "small" || which == "paper_small") return "paper_small";
+    bad_option("bench.matrices", "large or small", "'" + which + "'");
+}
+
 bool BenchConfig::wants(const std::string& table) const
 {
     if (tables == "all") return true;
@@ -204,11 +211,7 @@ void BenchConfig::validate() const
 {
     const auto paper = comma_list(matrices);
     if (paper.empty()) bad_option("bench.matrices", "large, small or both", "''");
-    for (const auto& m : paper) {
-        if (m != "large" && m != "small" && m != "paper_large" && m != "paper_small") {
-            bad_option("bench.matrices", "large or small", "'" + m + "'");
-        }
-    }
+    for (const auto& m : paper) paper_matrix_name(m);
     if (tables != "all") {
         const auto listed = comma_list(tables);
         const char* expected = "all or a comma list of operators, solve, batch, ct, output";

@@ -83,8 +83,7 @@ struct BenchProblem {
     std::string describe() const;  // "320000 x 3000, 1800000 nonzeros"
 };
 
-/// "large" or "small" (also "paper_large" / "paper_small"); throws
-/// std::invalid_argument naming bench.matrices otherwise.
+/// `which` as paper_matrix_name takes it (and throws as it does).
 BenchProblem make_bench_problem(const std::string& which);
 
 /// CPU rows: A x, Aᵀ y and Aᵀ(A d) per variant (on the fly, CSR, sliced

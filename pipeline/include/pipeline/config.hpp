@@ -121,6 +121,12 @@ struct BenchConfig {
 /// The items of a comma-separated list, empty ones dropped ("a,,b" -> a, b).
 std::vector<std::string> comma_list(const std::string& text);
 
+/// The bench's name of the paper matrix that an item of bench.matrices
+/// names: "paper_large" for "large" or "paper_large", "paper_small" for
+/// "small" or "paper_small"; throws std::invalid_argument naming
+/// bench.matrices otherwise.
+std::string paper_matrix_name(const std::string& which);
+
 po::options_description system_options(SystemConfig& config);
 po::options_description solver_options(SolverConfig& config);
 po::options_description pipeline_options(PipelineConfig& config);
