@@ -437,6 +437,29 @@ TEST(PersistentNormalMatrix, ReplacementsInEveryIterationOrNone)
     }
 }
 
+// Measurements at 2^-80 and 2^70 of the usual scale: the iteration's dot
+// products are summed in float on values scaled by powers of two
+// (scaled_dots.cuh); unscaled, the squares of the gradient would fall
+// below float's range (~1e-46) at the first and overflow it (~1e46) at the
+// second, and the frame would stop.
+TEST(PersistentNormalMatrix, TinyAndHugeMeasurementsMatchTheHostLoop)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{40000, 1000, 220000, seed};
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng);
+    for (const int power : {-80, 70}) {
+        SCOPED_TRACE("b times 2^" + std::to_string(power));
+        auto scaled = b;
+        for (float& v : scaled) v = std::ldexp(v, power);
+        const NormalSolutions s = normal_against_host_loop(model, scaled, 15, 5);
+        expect_as_host_loop(s, 15);
+        EXPECT_EQ(s.res.status, SolveStatus::max_iterations);
+    }
+}
+
 // A warm start: h0 = G x0 − Aᵀb. Fewer rows than columns, so that x0's
 // part in the null space of A stays in x.
 TEST(PersistentNormalMatrix, WarmStartKeepsTheInitialGuess)
