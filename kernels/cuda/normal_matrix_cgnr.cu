@@ -406,9 +406,15 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
         mark(s, clock_on, ph_publish);
         grid.sync();
         mark(s, clock_on, ph_sync);
+        // u through L1 (plain loads, not __ldcg): both row groups load the
+        // same columns, and in L1 the second group's requests merge with the
+        // first's instead of queueing in L2 behind every other SM's for the
+        // same 96 lines (the sums phase 2,258 → 1,785 cycles, history v17).
+        // The grid sync's acquire invalidates L1 (CCTL.IVALL in the SASS),
+        // so the slot's u of two iterations back is never read.
         float u[thread_cols];
 #pragma unroll
-        for (int c = 0; c < thread_cols; ++c) u[c] = valid(c) ? __ldcg(u_slot + column(c)) : 0.0f;
+        for (int c = 0; c < thread_cols; ++c) u[c] = valid(c) ? u_slot[column(c)] : 0.0f;
         const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
         // f = dᵀu, gᵀd, hᵀu, uᵀu and hᵀh (g = h, e = u) over every column,
         // summed by every block alike (group 0's threads hold each column
