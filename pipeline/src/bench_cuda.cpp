@@ -467,14 +467,27 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
     for (const int batch : {1, 4, 16}) {
         const std::string frames = std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
         auto note = [&](const Timing& t) { return batch_note(batch, t); };
-        for (const auto launch : {recon::SolveLaunch::persistent, recon::SolveLaunch::graph}) {
+        // The persistent kernel's default (the normal matrix on chip where
+        // n is small, its frames sharing each pass over it), the same kernel
+        // on the rows of A, and the graph.
+        struct Variant {
+            recon::SolveLaunch launch;
+            const char* rows;  // RECON_PERSISTENT_ROWS
+            const char* name;
+        };
+        const Variant variants[] = {
+            {recon::SolveLaunch::persistent, "auto", "persistent, normal matrix AᵀA on chip"},
+            {recon::SolveLaunch::persistent, "staged", "persistent, ELLPACK-T staged"},
+            {recon::SolveLaunch::graph, "auto", "graph, ELLPACK-T"},
+        };
+        for (const Variant& v : variants) {
+            const ScopedSwitch rows{"RECON_PERSISTENT_ROWS", v.rows};
             recon::SolverOptions o;
             o.max_iterations = config.iterations;
-            o.launch = launch;
+            o.launch = v.launch;
             SolveCase c{"", p.sliced_ell.get(), {}, o};
             recon::CgnrSolver probe{*c.model, {}, o, exec, batch};
-            const bool persistent = launch == recon::SolveLaunch::persistent;
-            if (persistent) {
+            if (v.launch == recon::SolveLaunch::persistent) {
                 kn::fill(exec, probe.input(), 0.0f);
                 kn::fill(exec, probe.image(), 0.0f);
                 try {
@@ -484,10 +497,8 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
                 }
             }
             const SolveOutcome out = run_solver(c, exec, batch, p.b, reps);
-            table.add({"gpu batch", p.name,
-                       frames + " together, " + (persistent ? "persistent" : "graph") +
-                           ", ELLPACK-T",
-                       device, out.timing, note(out.timing)});
+            table.add({"gpu batch", p.name, frames + " together, " + v.name, device, out.timing,
+                       note(out.timing)});
         }
         // One graph instance per stream, all streams at once.
         std::vector<kn::BenchStream> streams;

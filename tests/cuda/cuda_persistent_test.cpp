@@ -9,8 +9,8 @@
 // a non-finite frame in a batch, and across 36 orders of magnitude of input
 // scale (the fixed-point scale is chosen per block and pass). The normal
 // matrix's own cases (the paper's sizes, warm starts, a replacement every
-// iteration, a column in every row, which problems take it) are at the
-// end.
+// iteration, a column in every row, which problems take it, and batches of
+// 2 to 4 frames sharing its passes) are at the end.
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -377,7 +377,7 @@ kernels::PersistentCgnrProblem problem_of(const SystemModel& model, int batch, b
     return p;
 }
 
-TEST(PersistentNormalMatrix, TakesOneFusedFrameWithoutRegularizerAndFewColumns)
+TEST(PersistentNormalMatrix, TakesFusedFramesWithoutRegularizerAndFewColumns)
 {
     RECON_REQUIRE_GPU();
     const Synthetic fits{20000, 3072, 100000, 3};
@@ -389,7 +389,12 @@ TEST(PersistentNormalMatrix, TakesOneFusedFrameWithoutRegularizerAndFewColumns)
     EXPECT_EQ(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, 1, false)),
               enough_sms);
     EXPECT_FALSE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(wide, 1, false)));
-    EXPECT_FALSE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, 2, false)));
+    // batches: 2 to 4 frames a launch, larger ones in launches of 4
+    for (const int batch : {2, 4, 9}) {
+        EXPECT_EQ(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, batch, false)),
+                  enough_sms)
+            << "batch " << batch;
+    }
     EXPECT_FALSE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(fits, 1, true)));
     EXPECT_FALSE(kernels::persistent_normal_matrix_applies(
         gpu(), problem_of(fits, 1, false, Regularizer::parse("tikhonov:0.01"))));
@@ -537,6 +542,196 @@ TEST(PersistentNormalMatrix, NonFiniteInputStopsTheFrame)
     EXPECT_EQ(s.res.status, s.res_ref.status);
     EXPECT_EQ(s.res.iterations, s.res_ref.iterations);
     for (std::size_t i = 0; i < s.x.size(); ++i) ASSERT_TRUE(std::isfinite(s.x[i])) << "pixel " << i;
+}
+
+/// `batch` frames solved together by the host loop (x_ref) and by the
+/// persistent launch in its default mode (x).
+struct BatchSolutions {
+    std::vector<float> x, x_ref;
+    std::vector<FrameResult> res, res_ref;
+};
+BatchSolutions batch_against_host_loop(const SystemModel& model, const std::vector<float>& b,
+                                       int batch, int iterations, int replacement,
+                                       const std::vector<float>& x0 = {})
+{
+    SolverOptions o;
+    o.launch = SolveLaunch::persistent;
+    o.max_iterations = iterations;
+    o.residual_replacement = replacement;
+    SolverOptions host = o;
+    host.launch = SolveLaunch::host_loop;
+    BatchSolutions s;
+    CgnrSolver reference{model, Regularizer{}, host, gpu(), batch};
+    std::tie(s.x_ref, s.res_ref) = solve_frames(reference, b, x0);
+    CgnrSolver solver{model, Regularizer{}, o, gpu(), batch};
+    std::tie(s.x, s.res) = solve_frames(solver, b, x0);
+    return s;
+}
+
+/// Frame f of a [batch][size] vector.
+std::vector<float> frame_of(const std::vector<float>& v, int batch, int f)
+{
+    const std::size_t size = v.size() / static_cast<std::size_t>(batch);
+    return {v.begin() + static_cast<std::ptrdiff_t>(f * size),
+            v.begin() + static_cast<std::ptrdiff_t>((f + 1) * size)};
+}
+
+/// Every frame as the host loop's (as expect_as_host_loop), frame by frame.
+void expect_frames_as_host_loop(const BatchSolutions& s, int batch, int iterations)
+{
+    for (int f = 0; f < batch; ++f) {
+        SCOPED_TRACE("frame " + std::to_string(f));
+        EXPECT_EQ(s.res[f].iterations, iterations);
+        EXPECT_EQ(s.res[f].status, s.res_ref[f].status);
+        EXPECT_LE(s.res[f].rel_gradient, 3.0 * s.res_ref[f].rel_gradient + 1e-6);
+        EXPECT_LE(test::rel_error(frame_of(s.x, batch, f), frame_of(s.x_ref, batch, f)), 1e-3);
+    }
+}
+
+// Batches of 2 to 4 frames share each pass over AᵀA (the batch kernel):
+// the paper's larger problem, 125 blocks, each frame against the host loop.
+TEST(PersistentNormalMatrix, BatchesMatchTheHostLoopAtThePapersSize)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model = Synthetic::paper_large(seed);
+    for (const int batch : {2, 4}) {
+        SCOPED_TRACE("batch " + std::to_string(batch));
+        if (!kernels::persistent_normal_matrix_applies(gpu(), problem_of(model, batch, false))) {
+            GTEST_SKIP() << "this GPU has too few SMs to keep AᵀA of n = " << model.cols();
+        }
+        const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
+        expect_frames_as_host_loop(batch_against_host_loop(model, b, batch, 12, 5), batch, 12);
+    }
+}
+
+// A batch of 3 (one slot of the four empty) with a replacement in every
+// iteration (β summed over the new gradient in a third exchange each time)
+// and with none (β always expanded).
+TEST(PersistentNormalMatrix, BatchReplacementsInEveryIterationOrNone)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{40000, 1000, 220000, seed};
+    const int batch = 3;
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
+    for (const int replacement : {1, 0}) {
+        SCOPED_TRACE("replacement every " + std::to_string(replacement));
+        expect_frames_as_host_loop(batch_against_host_loop(model, b, batch, 15, replacement), batch,
+                                   15);
+    }
+}
+
+// Frames at 2^-60, 1 and 2^60 of the usual scale in one batch: each
+// frame's sums and scalars are its own.
+TEST(PersistentNormalMatrix, FramesOfEveryScaleInOneBatch)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{40000, 1000, 220000, seed};
+    const std::size_t m = model.rows();
+    const int batch = 3;
+    auto b = test::random_vector(m * batch, rng);
+    for (std::size_t i = 0; i < m; ++i) {
+        b[i] = std::ldexp(b[i], -60);
+        b[2 * m + i] = std::ldexp(b[2 * m + i], 60);
+    }
+    expect_frames_as_host_loop(batch_against_host_loop(model, b, batch, 15, 5), batch, 15);
+}
+
+// A frame of zeros (Aᵀb = 0: it stops before its first step) and a frame
+// with a NaN beside two good ones: the good frames run on as the host
+// loop's, and no x becomes non-finite.
+TEST(PersistentNormalMatrix, StoppedFramesLeaveTheOthersInTheBatch)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{20000, 1000, 110000, seed};
+    const std::size_t m = model.rows();
+    const int batch = 4;
+    auto b = test::random_vector(m * batch, rng);
+    std::fill(b.begin() + static_cast<std::ptrdiff_t>(m), b.begin() + static_cast<std::ptrdiff_t>(2 * m),
+              0.0f);
+    b[3 * m + m / 3] = std::numeric_limits<float>::quiet_NaN();
+    const BatchSolutions s = batch_against_host_loop(model, b, batch, 25, 10);
+    EXPECT_EQ(s.res[3].status, SolveStatus::non_finite);
+    for (int f = 0; f < batch; ++f) {
+        SCOPED_TRACE("frame " + std::to_string(f));
+        EXPECT_EQ(s.res[f].status, s.res_ref[f].status);
+        EXPECT_EQ(s.res[f].iterations, s.res_ref[f].iterations);
+    }
+    for (const int f : {0, 2}) {
+        EXPECT_LE(test::rel_error(frame_of(s.x, batch, f), frame_of(s.x_ref, batch, f)), 1e-3)
+            << "frame " << f;
+    }
+    for (std::size_t i = 0; i < s.x.size(); ++i) ASSERT_TRUE(std::isfinite(s.x[i])) << "pixel " << i;
+}
+
+// A warm-started batch of 2: h0 = Aᵀ(A x0 − b) from the rows, for both
+// frames in one pass. Fewer rows than columns, so that x0's part in the
+// null space of A stays in x.
+TEST(PersistentNormalMatrix, WarmStartedBatchKeepsTheInitialGuesses)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Synthetic model{1000, 1500, 8000, seed};
+    const int batch = 2;
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
+    auto x0 = test::random_vector(static_cast<std::size_t>(model.cols()) * batch, rng);
+    std::fill(x0.begin(), x0.begin() + model.cols(), 0.0f);  // frame 0 cold, frame 1 warm
+    const BatchSolutions warm = batch_against_host_loop(model, b, batch, 12, 5, x0);
+    expect_frames_as_host_loop(warm, batch, 12);
+    const BatchSolutions cold = batch_against_host_loop(model, b, batch, 12, 5);
+    EXPECT_LE(test::rel_error(frame_of(warm.x, batch, 0), frame_of(cold.x, batch, 0)), 1e-3);
+    EXPECT_GT(test::rel_error(frame_of(warm.x, batch, 1), frame_of(cold.x, batch, 1)), 1e-2);
+}
+
+// The ill-conditioned problem (cond(A) = 100) in a batch of 4 frames with
+// different noise: each within 1e-4 of its double-precision least-squares
+// solution.
+TEST(PersistentNormalMatrix, BatchConvergesToTheDoublePrecisionSolutions)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    auto [csr, a] = test::ill_conditioned(4000, 150, 1e2, rng);
+    const StoredMatrix model{std::move(csr)};
+    const int batch = 4;
+    std::vector<float> b;
+    std::vector<test::Vec> references;
+    for (int f = 0; f < batch; ++f) {
+        const auto x_true = test::random_vector(150, rng);
+        const auto noise = test::random_vector(4000, rng, -0.01f, 0.01f);
+        const auto bf = test::to_float(a * test::to_vec(x_true) + test::to_vec(noise));
+        b.insert(b.end(), bf.begin(), bf.end());
+        references.push_back(a.colPivHouseholderQr().solve(test::to_vec(bf)));
+    }
+    ASSERT_TRUE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(model, batch, false)));
+    SolverOptions o;
+    o.launch = SolveLaunch::persistent;
+    o.max_iterations = 3000;
+    o.tolerance = 1e-7;
+    o.residual_replacement = 20;
+    CgnrSolver solver{model, Regularizer{}, o, gpu(), batch};
+    const auto [x, res] = solve_frames(solver, b);
+    for (int f = 0; f < batch; ++f) {
+        SCOPED_TRACE("frame " + std::to_string(f));
+        EXPECT_EQ(res[f].status, SolveStatus::converged);
+        const auto xf = frame_of(x, batch, f);
+        EXPECT_LE(test::rel_error(xf, test::to_float(references[f])), 1e-4)
+            << "after " << res[f].iterations << " iterations";
+    }
 }
 
 TEST(PersistentRowsMode, AnUnknownModeIsRejectedByName)

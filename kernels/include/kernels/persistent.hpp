@@ -21,11 +21,13 @@
 //
 // Where A has few columns (n ≤ 3,072) the normal matrix G = AᵀA itself fits
 // on chip, spread over the blocks' registers and shared memory (24 rows of
-// G per block: 36 MB for paper_large's n = 3,000 over 125 SMs). Then one
-// frame without a regularizer iterates on G instead of A
+// G per block: 36 MB for paper_large's n = 3,000 over 125 SMs). Then the
+// fused form without a regularizer iterates on G instead of A
 // (persistent_normal_matrix_applies): each block multiplies its rows of G
-// by d, and the blocks exchange only their rows of u = G d and five partial
-// sums per iteration, one grid sync (normal_matrix_cgnr.cu). The gradient
+// by d; one frame exchanges only its rows of u = G d per iteration, one
+// grid sync, and a batch of 2 to 4 frames shares each pass over G, its
+// blocks exchanging their shares of the dot products and their elements
+// of d, two grid syncs (normal_matrix_cgnr.cu). The gradient
 // at the start and at each residual replacement still comes from the rows
 // of A, Aᵀ(A x − b), so the solution is as accurate as on the rows.
 
@@ -78,8 +80,9 @@ std::vector<PersistentCgnrProblem> persistent_chunks(const PersistentCgnrProblem
 
 /// Whether the persistent solve of `problem` iterates on its normal matrix
 /// AᵀA kept on chip (the caller then forms it and passes it in
-/// `normal_matrix`): one frame of the fused form without a regularizer,
-/// with n small enough for the device's SMs to hold AᵀA, unless
+/// `normal_matrix`): the fused form without a regularizer (any batch, in
+/// launches of up to 4 frames), with n small enough for the device's SMs
+/// to hold AᵀA, unless
 /// RECON_PERSISTENT_ROWS names one way of treating the rows of A (`staged`,
 /// `system` or `float`; `auto`, the default, takes the normal matrix where
 /// this holds).
