@@ -641,7 +641,9 @@ struct BatchArgs {
 
 enum BatchPhase : int {
     bph_products, bph_row_sums, bph_shares, bph_sync, bph_totals, bph_scalars, bph_step, bph_beta,
-    bph_direction, bph_sync_after, bph_count
+    bph_direction, bph_sync_after,
+    // a residual replacement's parts (outside bph_step)
+    bph_x_sync, bph_scatter, bph_sum_sync, bph_load_h, bph_count
 };
 
 struct BatchBlock {
@@ -1018,13 +1020,19 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             float4* const sum = a.image_sums + (2 + replaced % 2) * sum_floats;
             float4* const next = a.image_sums + (2 + (replaced + 1) % 2) * sum_floats;
             ++replaced;
+            mark(s, clock_on, bph_step);
             grid.sync();
+            mark(s, clock_on, bph_x_sync);
             for (int j = blockIdx.x * threads + threadIdx.x; j < sum_floats; j += gridDim.x * threads) {
                 next[j] = float4{0.0f, 0.0f, 0.0f, 0.0f};
             }
             scatter_rows_batch(sys, a.m, a.batch, a.b, a.x_all, sum);
+            mark(s, clock_on, bph_scatter);
             grid.sync();
+            mark(s, clock_on, bph_sum_sync);
             if (kept && (flags & step_taken) != 0) h = component(summed(sum, row), frame);
+            __syncthreads();  // (for the clock: every keeper's h loaded)
+            mark(s, clock_on, bph_load_h);
         }
         mark(s, clock_on, bph_step);
         if (needs_beta_sums(s)) {
@@ -1062,12 +1070,19 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         const double per = 1.0 / k;
         printf("normal-matrix batch kernel, %d frames, block 0's cycles per iteration over %d: "
                "products %.0f row sums %.0f shares %.0f sync %.0f totals %.0f scalars %.0f step %.0f "
-               "beta %.0f direction %.0f sync %.0f (%d replacements)\n",
+               "(replacements apart) beta %.0f direction %.0f sync %.0f (%d replacements)\n",
                a.batch, k, per * s.cycles[bph_products], per * s.cycles[bph_row_sums],
                per * s.cycles[bph_shares], per * s.cycles[bph_sync], per * s.cycles[bph_totals],
                per * s.cycles[bph_scalars], per * s.cycles[bph_step],
                per * s.cycles[bph_beta], per * s.cycles[bph_direction],
                per * s.cycles[bph_sync_after], replaced);
+        if (replaced > 0) {
+            const double each = 1.0 / replaced;
+            printf("normal-matrix batch kernel, %d frames, block 0's cycles per residual replacement "
+                   "over %d: x sync %.0f rows scattered %.0f sync %.0f h loaded %.0f\n",
+                   a.batch, replaced, each * s.cycles[bph_x_sync], each * s.cycles[bph_scatter],
+                   each * s.cycles[bph_sum_sync], each * s.cycles[bph_load_h]);
+        }
     }
     if (kept) {
         a.x[at] = x;
