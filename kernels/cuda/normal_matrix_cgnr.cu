@@ -601,9 +601,12 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
 //   elements of d to d_all; grid sync.
 // u never leaves its block. Iterations that need β from the new gradient
 // (residual replacements, cancelled expansions) exchange its two sums
-// through a third sync. The gradients from the rows of A go straight into
-// global sums with four-float atomics (one per entry for all frames, into
-// one of 8 copies of the sum), so G keeps all of its shared memory.
+// through a third sync. For the gradients from the rows of A (at the start
+// and at each residual replacement) G's last 48 KB of shared memory hold x
+// of every column and frame, and are loaded again after; the rows' terms
+// go straight into global sums with four-float atomics (one per entry for
+// all frames, into one of 8 copies of the sum). The start's norms, too,
+// come from the blocks' shares.
 
 constexpr int batch_slots = 4;                          // frames of a launch, one float4 per column
 constexpr int keepers = block_rows * batch_slots;       // 96: the threads that own the block's elements
@@ -611,10 +614,20 @@ constexpr int frame_sums = 5;                           // f, gᵀd, hᵀu, uᵀ
 constexpr int batch_sums = batch_slots * frame_sums;    // 20 shares a block publishes
 constexpr int max_blocks = max_cols / block_rows;       // 128
 // Each gradient from the rows of A is summed in 8 copies, block b adding
-// into copy b % 8: in one copy each 128-byte line of the sum took ~4,800
-// atomics from all the blocks, one after the other in its L2 slice.
+// into copy b % 8, so that fewer atomics meet on each line of the sum
+// (paper_large, 4 frames: the replacements' share of an iteration 2,600 →
+// 2,160 cycles against one copy; 32 copies gained nothing more: the
+// four-float atomics' own throughput bounds the scatter, ~50k cycles of a
+// replacement's ~62k, history v18).
 constexpr int sum_copies = 8;
 constexpr int sum_floats = sum_copies * max_cols;       // float4s of one gradient's copies
+// G's entries of the thread layout's last two columns (24 slots, 48 KB),
+// lent to x of every frame while a gradient is formed from the rows of A:
+// gathered from L2 instead, 125 SMs' 1.8M requests for the same 48 KB
+// queued there (the scatter 63k cycles without its atomics, history v18).
+constexpr int lent_entries = 2 * group_rows;
+static_assert(lent_entries * threads * sizeof(float) == max_cols * sizeof(float4),
+              "the lent slots hold x of every column and frame");
 static_assert(keepers % 32 == 0, "the keepers fill whole warps");
 static_assert(batch_sums <= 2 * warps, "two sums per warp at most");
 
@@ -633,6 +646,7 @@ struct BatchArgs {
     CgnrScalars* scalars;  // [batch]
     float4* d_all;       // [max_cols] d of every column (zeroed, so 0 past n and the batch)
     float4* x_all;       // [max_cols] x of every column, for the gradients from the rows of A
+                         // (each block stages it in shared memory)
     float4* image_sums;  // [4][sum_copies][max_cols] zeroed: Aᵀb, h0 of a warm start, two for the
                          // replacements
     double* partials;    // [2][batch_sums][max_blocks]: the iteration's shares, then β's
@@ -649,7 +663,6 @@ enum BatchPhase : int {
 struct BatchBlock {
     union {
         float rows[warps][32];                          // the warps' row sums, in two rounds
-        double start[warps][2 * batch_slots];           // ‖h0‖² and ‖Aᵀb‖² of each frame
         double shares[keepers / 32][batch_sums];        // the keeper warps' shares
         double warp_shares[warps][frame_sums];          // the blocks' shares, summed by warp
     } scratch;
@@ -811,20 +824,21 @@ __device__ __forceinline__ void sum_shares(BatchBlock& s, const double* shares)
 }
 
 /// Adds c_i A_ij over the block's rows of A into the block's copy of sum
-/// (four-float atomics: every frame of a column in one): with x_all, c_i = (A x)_i − b_i for each
-/// frame (the row's sum in double, b subtracted before rounding), else b_i.
+/// (four-float atomics: every frame of a column in one): with xs (x of
+/// every column, in shared memory), c_i = (A x)_i − b_i for each frame (the
+/// row's sum in double, b subtracted before rounding), else b_i.
 template <class System>
 __device__ __forceinline__ void scatter_rows_batch(const System& sys, index_t m, int batch,
-                                                   const float* b, const float4* x_all, float4* sum)
+                                                   const float* b, const float4* xs, float4* sum)
 {
     const RowRange range = block_row_range(m);
     float4* const copy = sum + (blockIdx.x % sum_copies) * max_cols;
     for (index_t row = range.first + threadIdx.x; row < range.last; row += threads) {
         float c[batch_slots];
-        if (x_all != nullptr) {
+        if (xs != nullptr) {
             double acc[batch_slots] = {};
             device_row(sys, row, [&](index_t col, float w) {
-                const float4 xv = x_all[col];
+                const float4 xv = xs[col];
                 acc[0] += static_cast<double>(w) * xv.x;
                 acc[1] += static_cast<double>(w) * xv.y;
                 acc[2] += static_cast<double>(w) * xv.z;
@@ -853,6 +867,24 @@ __device__ __forceinline__ void scatter_rows_batch(const System& sys, index_t m,
             atomicAdd(s + 3, v.w);
 #endif
         });
+    }
+}
+
+/// x of every column from x_all into the lent slots xs, for the block's
+/// scatter (x_all was written before a grid sync). Ends with a barrier.
+__device__ __forceinline__ void stage_x(const float4* x_all, float4* xs)
+{
+    for (int j = threadIdx.x; j < max_cols; j += threads) xs[j] = __ldcg(x_all + j);
+    __syncthreads();
+}
+
+/// G's entries in the lent slots, loaded again after a scatter (a barrier
+/// must precede: every thread's reads of xs done).
+__device__ __forceinline__ void reload_lent_entries(Gram gram, float* slots)
+{
+#pragma unroll 1
+    for (int p = entries - lent_entries; p < entries; ++p) {
+        slots[(p - in_registers) * threads + threadIdx.x] = entry_of(gram, p);
     }
 }
 
@@ -906,52 +938,47 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     float x = kept ? a.x[at] : 0.0f;
     float4* const ab_sum = a.image_sums;
     float4* const h0_sum = a.image_sums + sum_floats;
+    float4* const xs = reinterpret_cast<float4*>(slots + (in_shared - lent_entries) * threads);
     if (warm) {
         if (keeper) slot_of(a.x_all, row, frame) = x;
         grid.sync();
-        scatter_rows_batch(sys, a.m, a.batch, a.b, a.x_all, h0_sum);
+        stage_x(a.x_all, xs);
+        scatter_rows_batch(sys, a.m, a.batch, a.b, xs, h0_sum);
     }
     scatter_rows_batch(sys, a.m, a.batch, a.b, nullptr, ab_sum);
-    const Entries g = load_entries(Gram{a.gram, n}, slots);  // each thread reads and writes only its own slots
+    __syncthreads();  // xs read by every thread before G's entries take the slots
+    const Entries g = load_entries(Gram{a.gram, n}, slots);
     grid.sync();
-    {
-        // ‖h0‖² and ‖Aᵀb‖² of each frame over every column, summed by every block alike
-        double v[2 * batch_slots] = {};
-        for (int j = threadIdx.x; j < n; j += threads) {
-            const float4 ab = summed(ab_sum, j);
-            const float4 h0 = warm ? summed(h0_sum, j) : float4{-ab.x, -ab.y, -ab.z, -ab.w};
-#pragma unroll
-            for (int f = 0; f < batch_slots; ++f) {
-                const double hf = component(h0, f), af = component(ab, f);
-                v[f] += hf * hf;
-                v[batch_slots + f] += af * af;
-            }
-        }
-        const double t = warp_sum_scatter<2 * batch_slots>(v);  // lane 4 q: the warp's sum q
-        if (lane % 4 == 0) s.scratch.start[threadIdx.x / 32][lane / 4] = t;
-        __syncthreads();
-        if (threadIdx.x < batch_slots) {
-            const int f = threadIdx.x;
-            if (f < a.batch) {
-                double hh = 0.0, abab = 0.0;
-                for (int w = 0; w < warps; ++w) {
-                    hh += s.scratch.start[w][f];
-                    abab += s.scratch.start[w][batch_slots + f];
-                }
-                s.state[f] = a.scalars[f];
-                cgnr_scalars_begin(s.state[f], a.params, hh, abab);
-            } else {
-                s.state[f] = CgnrScalars{};
-                s.state[f].status = SolveStatus::max_iterations;  // (no frame: never runs)
-            }
-            publish_frame(s, f, 0);
-        }
-    }
+    // h0 and d0 = −h0 of the block's elements; ‖h0‖² and ‖Aᵀb‖² of each
+    // frame from the blocks' shares (the second buffer: β's)
     float h = 0.0f;
-    if (kept) h = warm ? component(summed(h0_sum, row), frame) : -component(summed(ab_sum, row), frame);
+    {
+        double v[2] = {};
+        if (kept) {
+            const double ab = component(summed(ab_sum, row), frame);
+            h = warm ? component(summed(h0_sum, row), frame) : static_cast<float>(-ab);
+            v[0] = static_cast<double>(h) * h;
+            v[1] = ab * ab;
+        }
+        publish_shares(s, v, a.partials + max_blocks * batch_sums);
+    }
     float d = -h;
     if (keeper) slot_of(a.d_all, row, frame) = d;
     grid.sync();
+    sum_shares(s, a.partials + max_blocks * batch_sums);
+    if (threadIdx.x < batch_slots) {
+        const int f = threadIdx.x;
+        if (f < a.batch) {
+            s.state[f] = a.scalars[f];
+            cgnr_scalars_begin(s.state[f], a.params, s.totals[f * frame_sums],
+                               s.totals[f * frame_sums + 1]);
+        } else {
+            s.state[f] = CgnrScalars{};
+            s.state[f].status = SolveStatus::max_iterations;  // (no frame: never runs)
+        }
+        publish_frame(s, f, 0);
+    }
+    __syncthreads();
 
     const bool clock_on = a.phases != 0 && blockIdx.x == 0 && threadIdx.x == 0;
     if (clock_on) {
@@ -1026,7 +1053,10 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             for (int j = blockIdx.x * threads + threadIdx.x; j < sum_floats; j += gridDim.x * threads) {
                 next[j] = float4{0.0f, 0.0f, 0.0f, 0.0f};
             }
-            scatter_rows_batch(sys, a.m, a.batch, a.b, a.x_all, sum);
+            stage_x(a.x_all, xs);
+            scatter_rows_batch(sys, a.m, a.batch, a.b, xs, sum);
+            __syncthreads();
+            reload_lent_entries(Gram{a.gram, n}, slots);
             mark(s, clock_on, bph_scatter);
             grid.sync();
             mark(s, clock_on, bph_sum_sync);
@@ -1079,7 +1109,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         if (replaced > 0) {
             const double each = 1.0 / replaced;
             printf("normal-matrix batch kernel, %d frames, block 0's cycles per residual replacement "
-                   "over %d: x sync %.0f rows scattered %.0f sync %.0f h loaded %.0f\n",
+                   "over %d: x sync %.0f x staged, rows scattered, G reloaded %.0f sync %.0f h loaded %.0f\n",
                    a.batch, replaced, each * s.cycles[bph_x_sync], each * s.cycles[bph_scatter],
                    each * s.cycles[bph_sum_sync], each * s.cycles[bph_load_h]);
         }
