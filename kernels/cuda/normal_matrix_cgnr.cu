@@ -615,8 +615,8 @@ constexpr int batch_sums = batch_slots * frame_sums;    // 20 shares a block pub
 constexpr int max_blocks = max_cols / block_rows;       // 128
 // Each gradient from the rows of A is summed in 8 copies, block b adding
 // into copy b % 8, so that fewer atomics meet on each line of the sum
-// (paper_large, 4 frames: the replacements' share of an iteration 2,600 →
-// 2,160 cycles against one copy; 32 copies gained nothing more: the
+// (paper_large, 4 frames: the replacements' share of an iteration 2,570 →
+// 2,135 cycles against one copy; 32 copies gained nothing more: the
 // four-float atomics' own throughput bounds the scatter, ~50k cycles of a
 // replacement's ~62k, history v18).
 constexpr int sum_copies = 8;
