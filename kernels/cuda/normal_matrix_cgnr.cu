@@ -621,8 +621,8 @@ constexpr int max_blocks = max_cols / block_rows;       // 128
 // replacement's ~62k, history v18).
 constexpr int sum_copies = 8;
 constexpr int sum_floats = sum_copies * max_cols;       // float4s of one gradient's copies
-// G's entries of the thread layout's last two columns (24 slots, 48 KB),
-// lent to x of every frame while a gradient is formed from the rows of A:
+// G's last 24 entries of each thread (24 slots, 48 KB), lent to x of
+// every frame while a gradient is formed from the rows of A:
 // gathered from L2 instead, 125 SMs' 1.8M requests for the same 48 KB
 // queued there (the scatter 63k cycles without its atomics, history v18).
 constexpr int lent_entries = 2 * group_rows;
@@ -630,6 +630,20 @@ static_assert(lent_entries * threads * sizeof(float) == max_cols * sizeof(float4
               "the lent slots hold x of every column and frame");
 static_assert(keepers % 32 == 0, "the keepers fill whole warps");
 static_assert(batch_sums <= 2 * warps, "two sums per warp at most");
+
+// The batch kernel's own layout of G's entries: 4 row groups of 128
+// threads, 6 rows each; thread t of a group takes columns t, t + 128, ...,
+// t + 2,944 (24) of its rows. The same 144 entries a thread as the one
+// frame's layout (32 in registers, 112 in shared memory), but 24
+// accumulators for 4 frames instead of 48: half the warp sums' shuffles,
+// and registers for d's loads ahead of the FMAs.
+constexpr int batch_groups = 4;
+constexpr int batch_group_threads = threads / batch_groups;         // 128
+constexpr int batch_group_warps = batch_group_threads / 32;         // 4
+constexpr int batch_group_rows = block_rows / batch_groups;         // 6
+constexpr int batch_thread_cols = max_cols / batch_group_threads;   // 24
+constexpr int batch_values = batch_slots * batch_group_rows;        // 24 accumulators
+static_assert(batch_group_rows * batch_thread_cols == entries, "the one frame's slots");
 
 struct BatchArgs {
     CgnrParams params;
@@ -662,7 +676,7 @@ enum BatchPhase : int {
 
 struct BatchBlock {
     union {
-        float rows[warps][32];                          // the warps' row sums, in two rounds
+        float rows[warps][batch_values];                // the warps' row sums
         double shares[keepers / 32][batch_sums];        // the keeper warps' shares
         double warp_shares[warps][frame_sums];          // the blocks' shares, summed by warp
     } scratch;
@@ -697,57 +711,80 @@ __device__ __forceinline__ float4 summed(const float4* sum, int j)
     return t;
 }
 
+
+__device__ __forceinline__ int batch_column(int c)
+{
+    return c * batch_group_threads + threadIdx.x % batch_group_threads;
+}
+
+/// Entry p = c·6 + r of the thread: G(24 b + 6 g + r, batch_column(c)).
+__device__ __forceinline__ float batch_entry_of(Gram gram, int p)
+{
+    const int row = blockIdx.x * block_rows + threadIdx.x / batch_group_threads * batch_group_rows +
+                    p % batch_group_rows;
+    const int col = batch_column(p / batch_group_rows);
+    return row < gram.n && col < gram.n
+               ? __ldg(gram.entries + static_cast<size_type>(row) * gram.n + col)
+               : 0.0f;
+}
+
+__device__ __forceinline__ Entries load_batch_entries(Gram gram, float* slots)
+{
+    Entries e{{}, slots};
+#pragma unroll
+    for (int p = 0; p < in_registers; ++p) e.reg[p] = batch_entry_of(gram, p);
+#pragma unroll 16
+    for (int p = in_registers; p < entries; ++p) {
+        slots[(p - in_registers) * threads + threadIdx.x] = batch_entry_of(gram, p);
+    }
+    return e;
+}
+
 /// (G d) of the block's rows for every frame: keeper t gets row t / 4 of
-/// frame t % 4 (the other threads 0). Four barriers.
+/// frame t % 4 (the other threads 0). Two barriers.
 __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& g,
                                                   const float4* d_all, bool clock_on)
 {
-    // value i = frame·12 + row: lo[i] below 32, hi[i − 32] above
-    float lo[32], hi[16];
+    // value i = frame·6 + row: lo[i] below 16, hi[i − 16] above
+    float lo[16], hi[8];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) lo[i] = 0.0f;
+    for (int i = 0; i < 16; ++i) lo[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) hi[i] = 0.0f;
+    for (int i = 0; i < 8; ++i) hi[i] = 0.0f;
 #pragma unroll
-    for (int c = 0; c < thread_cols; ++c) {
-        // (plain loads: the grid sync before invalidates L1, and the two row
+    for (int c = 0; c < batch_thread_cols; ++c) {
+        // (plain loads: the grid sync before invalidates L1, and the four row
         // groups' loads of one column meet there)
-        const float4 v = d_all[column(c)];
+        const float4 v = d_all[batch_column(c)];
         const float vf[batch_slots] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int r = 0; r < group_rows; ++r) {
-            const float e = g.at(c * group_rows + r);
+        for (int r = 0; r < batch_group_rows; ++r) {
+            const float e = g.at(c * batch_group_rows + r);
 #pragma unroll
             for (int f = 0; f < batch_slots; ++f) {
-                const int i = f * group_rows + r;
-                if (i < 32) {
-                    lo[i < 32 ? i : 0] = __fmaf_rn(e, vf[f], lo[i < 32 ? i : 0]);
+                const int i = f * batch_group_rows + r;
+                if (i < 16) {
+                    lo[i < 16 ? i : 0] = __fmaf_rn(e, vf[f], lo[i < 16 ? i : 0]);
                 } else {
-                    hi[i < 32 ? 0 : i - 32] = __fmaf_rn(e, vf[f], hi[i < 32 ? 0 : i - 32]);
+                    hi[i < 16 ? 0 : i - 16] = __fmaf_rn(e, vf[f], hi[i < 16 ? 0 : i - 16]);
                 }
             }
         }
     }
     mark(s, clock_on, bph_products);
-    const float t_lo = warp_sum_scatter<32>(lo);  // lane l: the warp's value l
-    const float t_hi = warp_sum_scatter<16>(hi);  // lane l: the warp's value 32 + l / 2
+    const float t_lo = warp_sum_scatter<16>(lo);  // lane l: the warp's value l / 2
+    const float t_hi = warp_sum_scatter<8>(hi);   // lane l: the warp's value 16 + l / 4
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
-    const int element = threadIdx.x / batch_slots;
-    const int i = threadIdx.x % batch_slots * group_rows + element % group_rows;
-    const int first = element / group_rows * group_warps;  // the element's group's warps
-    const bool keeper = threadIdx.x < keepers;
+    if (lane % 2 == 0) s.scratch.rows[warp][lane / 2] = t_lo;
+    if (lane % 4 == 0) s.scratch.rows[warp][16 + lane / 4] = t_hi;
+    __syncthreads();
     float u = 0.0f;
-    s.scratch.rows[warp][lane] = t_lo;
-    __syncthreads();
-    if (keeper && i < 32) {
-        for (int w = 0; w < group_warps; ++w) u += s.scratch.rows[first + w][i];
-    }
-    __syncthreads();
-    if (lane % 2 == 0) s.scratch.rows[warp][lane / 2] = t_hi;
-    __syncthreads();
-    if (keeper && i >= 32) {
-        for (int w = 0; w < group_warps; ++w) u += s.scratch.rows[first + w][i - 32];
+    if (threadIdx.x < keepers) {
+        const int element = threadIdx.x / batch_slots;
+        const int i = threadIdx.x % batch_slots * batch_group_rows + element % batch_group_rows;
+        const int first = element / batch_group_rows * batch_group_warps;  // its group's warps
+        for (int w = 0; w < batch_group_warps; ++w) u += s.scratch.rows[first + w][i];
     }
     __syncthreads();
     return u;
@@ -884,7 +921,7 @@ __device__ __forceinline__ void reload_lent_entries(Gram gram, float* slots)
 {
 #pragma unroll 1
     for (int p = entries - lent_entries; p < entries; ++p) {
-        slots[(p - in_registers) * threads + threadIdx.x] = entry_of(gram, p);
+        slots[(p - in_registers) * threads + threadIdx.x] = batch_entry_of(gram, p);
     }
 }
 
@@ -947,7 +984,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     }
     scatter_rows_batch(sys, a.m, a.batch, a.b, nullptr, ab_sum);
     __syncthreads();  // xs read by every thread before G's entries take the slots
-    const Entries g = load_entries(Gram{a.gram, n}, slots);
+    const Entries g = load_batch_entries(Gram{a.gram, n}, slots);
     grid.sync();
     // h0 and d0 = −h0 of the block's elements; ‖h0‖² and ‖Aᵀb‖² of each
     // frame from the blocks' shares (the second buffer: β's)
