@@ -27,9 +27,10 @@
 // by d; one frame exchanges only its rows of u = G d per iteration, one
 // grid sync, and a batch of 2 to 4 frames shares each pass over G, its
 // blocks exchanging their shares of the dot products and their elements
-// of d, two grid syncs (normal_matrix_cgnr.cu). The gradient
-// at the start and at each residual replacement still comes from the rows
-// of A, Aᵀ(A x − b), so the solution is as accurate as on the rows.
+// of d, two grid syncs (normal_matrix_cgnr.cu, normal_matrix_batch_cgnr.cu).
+// The gradient at the start and at each residual replacement still comes
+// from the rows of A, Aᵀ(A x − b), so the solution is as accurate as on
+// the rows.
 
 #include <string>
 #include <vector>
