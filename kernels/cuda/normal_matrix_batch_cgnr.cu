@@ -74,13 +74,9 @@ static_assert(keepers % 32 == 0, "the keepers fill whole warps");
 // frame's layout (32 in registers, 112 in shared memory), but 24
 // accumulators for 4 frames instead of 48: half the warp sums' shuffles,
 // and registers for d's loads ahead of the FMAs.
-constexpr int batch_groups = 4;
-constexpr int batch_group_threads = threads / batch_groups;         // 128
-constexpr int batch_group_warps = batch_group_threads / 32;         // 4
-constexpr int batch_group_rows = block_rows / batch_groups;         // 6
-constexpr int batch_thread_cols = max_cols / batch_group_threads;   // 24
-constexpr int batch_values = batch_slots * batch_group_rows;        // 24 accumulators
-static_assert(batch_group_rows * batch_thread_cols == entries, "the one frame's slots");
+using BatchLayout = EntryLayout<4>;
+constexpr int batch_group_warps = BatchLayout::group_threads / 32;       // 4
+constexpr int batch_values = batch_slots * BatchLayout::group_rows;      // 24 accumulators
 
 struct BatchArgs {
     CgnrParams params;
@@ -100,9 +96,16 @@ struct BatchArgs {
                          // (each block stages it in shared memory)
     float4* image_sums;  // [4][sum_copies][max_cols] zeroed: Aᵀb, h0 of a warm start, two for the
                          // replacements
-    double* partials;    // [2][batch_sums][max_blocks]: the iteration's shares, then β's
+    double* partials;    // [2][batch_sums][max_blocks]: the iteration's shares, then the
+                         // start's and β's (beta_shares)
     int phases;
 };
+
+/// The second buffer of shares: the start's norms and β from a new gradient.
+__device__ __forceinline__ double* beta_shares(const BatchArgs& a)
+{
+    return a.partials + max_blocks * batch_sums;
+}
 
 enum BatchPhase : int {
     bph_products, bph_row_sums, bph_shares, bph_sync, bph_totals, bph_scalars, bph_step, bph_beta,
@@ -148,9 +151,6 @@ __device__ __forceinline__ float4 summed(const float4* sum, int j)
     return t;
 }
 
-
-using BatchLayout = EntryLayout<batch_groups>;  // 4 row groups of 6 rows, 24 columns a thread
-
 /// (G d) of the block's rows for every frame: keeper t gets row t / 4 of
 /// frame t % 4 (the other threads 0). Two barriers.
 __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& g,
@@ -163,17 +163,17 @@ __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& 
 #pragma unroll
     for (int i = 0; i < 8; ++i) hi[i] = 0.0f;
 #pragma unroll
-    for (int c = 0; c < batch_thread_cols; ++c) {
+    for (int c = 0; c < BatchLayout::thread_cols; ++c) {
         // (plain loads: the grid sync before invalidates L1, and the four row
         // groups' loads of one column meet there)
         const float4 v = d_all[BatchLayout::column(c)];
         const float vf[batch_slots] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int r = 0; r < batch_group_rows; ++r) {
-            const float e = g.at(c * batch_group_rows + r);
+        for (int r = 0; r < BatchLayout::group_rows; ++r) {
+            const float e = g.at(c * BatchLayout::group_rows + r);
 #pragma unroll
             for (int f = 0; f < batch_slots; ++f) {
-                const int i = f * batch_group_rows + r;
+                const int i = f * BatchLayout::group_rows + r;
                 if (i < 16) {
                     lo[i < 16 ? i : 0] = __fmaf_rn(e, vf[f], lo[i < 16 ? i : 0]);
                 } else {
@@ -193,8 +193,9 @@ __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& 
     float u = 0.0f;
     if (threadIdx.x < keepers) {
         const int element = threadIdx.x / batch_slots;
-        const int i = threadIdx.x % batch_slots * batch_group_rows + element % batch_group_rows;
-        const int first = element / batch_group_rows * batch_group_warps;  // its group's warps
+        const int i = threadIdx.x % batch_slots * BatchLayout::group_rows +
+                      element % BatchLayout::group_rows;
+        const int first = element / BatchLayout::group_rows * batch_group_warps;  // its group's warps
         for (int w = 0; w < batch_group_warps; ++w) u += s.scratch.rows[first + w][i];
     }
     __syncthreads();
@@ -222,7 +223,7 @@ __device__ __forceinline__ void publish_shares(BatchBlock& s, double (&v)[Count]
         }
     }
     __syncthreads();
-    if (threadIdx.x < batch_sums) {
+    if (threadIdx.x < batch_sums && threadIdx.x % frame_sums < Count) {
         double sum = 0.0;
         for (int w = 0; w < keepers / 32; ++w) sum += s.scratch.shares[w][threadIdx.x];
         shares[threadIdx.x * max_blocks + blockIdx.x] = sum;
@@ -304,16 +305,7 @@ __device__ __forceinline__ void scatter_rows_batch(const System& sys, index_t m,
             }
         }
         device_row(sys, row, [&](index_t col, float w) {
-            const float4 v{c[0] * w, c[1] * w, c[2] * w, c[3] * w};
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            atomicAdd(copy + col, v);
-#else
-            float* const s = reinterpret_cast<float*>(copy + col);
-            atomicAdd(s, v.x);
-            atomicAdd(s + 1, v.y);
-            atomicAdd(s + 2, v.z);
-            atomicAdd(s + 3, v.w);
-#endif
+            add_four(copy + col, float4{c[0] * w, c[1] * w, c[2] * w, c[3] * w});
         });
     }
 }
@@ -397,7 +389,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     const Entries g = BatchLayout::load(Gram{a.gram, n}, slots);
     grid.sync();
     // h0 and d0 = −h0 of the block's elements; ‖h0‖² and ‖Aᵀb‖² of each
-    // frame from the blocks' shares (the second buffer: β's)
+    // frame from the blocks' shares (β's buffer)
     float h = 0.0f;
     {
         double v[2] = {};
@@ -407,12 +399,12 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             v[0] = static_cast<double>(h) * h;
             v[1] = ab * ab;
         }
-        publish_shares(s, v, a.partials + max_blocks * batch_sums);
+        publish_shares(s, v, beta_shares(a));
     }
     float d = -h;
     if (keeper) slot_of(a.d_all, row, frame) = d;
     grid.sync();
-    sum_shares(s, a.partials + max_blocks * batch_sums);
+    sum_shares(s, beta_shares(a));
     if (threadIdx.x < batch_slots) {
         const int f = threadIdx.x;
         if (f < a.batch) {
@@ -521,10 +513,9 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                 v[0] = hh * uu;
                 v[1] = hh * hh;
             }
-            double* const shares = a.partials + max_blocks * batch_sums;
-            publish_shares(s, v, shares);
+            publish_shares(s, v, beta_shares(a));
             grid.sync();
-            sum_shares(s, shares);
+            sum_shares(s, beta_shares(a));
             if (threadIdx.x < batch_slots) {
                 const int f = threadIdx.x;
                 if ((s.flags[f] & step_taken) != 0 && (s.flags[f] & beta_known) == 0) {
@@ -570,7 +561,6 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     if (blockIdx.x == 0 && threadIdx.x < a.batch) a.scalars[threadIdx.x] = s.state[threadIdx.x];
 }
 
-
 // A batch's: d_all, x_all and four gradients' copies (float4 per column), then
 // the blocks' shares (doubles).
 constexpr std::size_t batch_vector_floats = (2 + 4 * sum_copies) * batch_slots * max_cols;
@@ -586,6 +576,7 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
     RECON_CUDA_TRY(cudaMemsetAsync(workspace, 0, batch_vector_floats * sizeof(float),
                                    stream_of(exec)));
     auto* const vectors = reinterpret_cast<float4*>(workspace);
+    auto* const shares = reinterpret_cast<double*>(workspace + batch_vector_floats);
     BatchArgs args{p.params,
                    p.residual_replacement,
                    p.batch,
@@ -601,7 +592,7 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
                    vectors,
                    vectors + max_cols,
                    vectors + 2 * max_cols,
-                   reinterpret_cast<double*>(workspace + batch_vector_floats),
+                   shares,
                    std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0};
     launch_on_rows(exec, normal_matrix_batch_kernel<System>, n, sys, args);
 }

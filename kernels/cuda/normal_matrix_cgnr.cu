@@ -202,14 +202,7 @@ __device__ __forceinline__ void add_image(const float* image, float* sum)
         const int j = 4 * (g0 + start < groups ? g0 + start : g0 + start - groups);
         const float4 v{image[j], image[j + 1], image[j + 2], image[j + 3]};
         if (v.x != 0.0f || v.y != 0.0f || v.z != 0.0f || v.w != 0.0f) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            atomicAdd(reinterpret_cast<float4*>(sum + j), v);
-#else
-            atomicAdd(sum + j, v.x);
-            atomicAdd(sum + j + 1, v.y);
-            atomicAdd(sum + j + 2, v.z);
-            atomicAdd(sum + j + 3, v.w);
-#endif
+            add_four(reinterpret_cast<float4*>(sum + j), v);
         }
     }
 }
