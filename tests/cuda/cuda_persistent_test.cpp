@@ -583,7 +583,13 @@ void expect_frames_as_host_loop(const BatchSolutions& s, int batch, int iteratio
         SCOPED_TRACE("frame " + std::to_string(f));
         EXPECT_EQ(s.res[f].iterations, iterations);
         EXPECT_EQ(s.res[f].status, s.res_ref[f].status);
-        EXPECT_LE(s.res[f].rel_gradient, 3.0 * s.res_ref[f].rel_gradient + 1e-6);
+        // After 12 to 15 iterations these problems are at the float noise
+        // floor (‖g‖/‖Aᵀb‖ ~1e-6 for n = 1,000), where the batch kernel's
+        // and the host loop's values are two draws of noise: up to 4.4e-6
+        // against 0.8e-6 (4 of 240 runs of three of these tests went past
+        // 3x + 1e-6, with the kernel as it was before its sums met in
+        // atomics, and after). A wrong β stalls far above 1e-5.
+        EXPECT_LE(s.res[f].rel_gradient, 3.0 * s.res_ref[f].rel_gradient + 1e-5);
         EXPECT_LE(test::rel_error(frame_of(s.x, batch, f), frame_of(s.x_ref, batch, f)), 1e-3);
     }
 }
