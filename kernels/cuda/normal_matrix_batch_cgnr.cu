@@ -111,7 +111,7 @@ enum BatchPhase : int {
     bph_products, bph_row_sums, bph_shares, bph_sync, bph_totals, bph_scalars, bph_step, bph_beta,
     bph_direction, bph_sync_after,
     // a residual replacement's parts (outside bph_step)
-    bph_x_sync, bph_scatter, bph_sum_sync, bph_load_h, bph_count
+    bph_x_sync, bph_scatter, bph_reload, bph_sum_sync, bph_load_h, bph_count
 };
 
 struct BatchBlock {
@@ -322,7 +322,7 @@ __device__ __forceinline__ void stage_x(const float4* x_all, float4* xs)
 /// must precede: every thread's reads of xs done).
 __device__ __forceinline__ void reload_lent_entries(Gram gram, float* slots)
 {
-#pragma unroll 1
+#pragma unroll 8
     for (int p = entries - lent_entries; p < entries; ++p) {
         slots[(p - in_registers) * threads + threadIdx.x] = BatchLayout::entry(gram, p);
     }
@@ -495,8 +495,10 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             stage_x(a.x_all, xs);
             scatter_rows_batch(sys, a.m, a.batch, a.b, xs, sum);
             __syncthreads();
-            reload_lent_entries(Gram{a.gram, n}, slots);
             mark(s, clock_on, bph_scatter);
+            reload_lent_entries(Gram{a.gram, n}, slots);
+            __syncthreads();  // (for the clock: every thread's entries back)
+            mark(s, clock_on, bph_reload);
             grid.sync();
             mark(s, clock_on, bph_sum_sync);
             if (kept && (flags & step_taken) != 0) h = component(summed(sum, row), frame);
@@ -547,8 +549,9 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         if (replaced > 0) {
             const double each = 1.0 / replaced;
             printf("normal-matrix batch kernel, %d frames, block 0's cycles per residual replacement "
-                   "over %d: x sync %.0f x staged, rows scattered, G reloaded %.0f sync %.0f h loaded %.0f\n",
+                   "over %d: x sync %.0f x staged, rows scattered %.0f G reloaded %.0f sync %.0f h loaded %.0f\n",
                    a.batch, replaced, each * s.cycles[bph_x_sync], each * s.cycles[bph_scatter],
+                   each * s.cycles[bph_reload],
                    each * s.cycles[bph_sum_sync], each * s.cycles[bph_load_h]);
         }
     }
