@@ -11,10 +11,10 @@
 // and an iteration takes two grid syncs instead of one:
 //   u = G d for the block's rows (d of every column read from d_all, 48 KB
 //   through L1); the block's share of each frame's five sums over its own
-//   elements (f = dᵀu, gᵀd, hᵀu, uᵀu, hᵀh) to `partials`; grid sync;
-//   every block sums the blocks' shares in one fixed order (so all compute
-//   the same α and β), moves its own elements of x, h and d and writes its
-//   elements of d to d_all; grid sync.
+//   elements (f = dᵀu, gᵀd, hᵀu, uᵀu, hᵀh) added into the exchange's
+//   totals with double atomics; grid sync; every block reads the same
+//   totals (so all compute the same α and β), moves its own elements of x,
+//   h and d and writes its elements of d to d_all; grid sync.
 // u never leaves its block. Iterations that need β from the new gradient
 // (residual replacements, cancelled expansions) exchange its two sums
 // through a third sync. For the gradients from the rows of A (at the start
@@ -50,7 +50,9 @@ constexpr int batch_slots = normal_matrix_batch_frames;  // frames of a launch, 
 constexpr int keepers = block_rows * batch_slots;       // 96: the threads that own the block's elements
 constexpr int frame_sums = 5;                           // f, gᵀd, hᵀu, uᵀu, hᵀh
 constexpr int batch_sums = batch_slots * frame_sums;    // 20 shares a block publishes
-constexpr int max_blocks = max_cols / block_rows;       // 128
+// Each of an exchange's totals on a line of its own: the blocks' atomics on
+// different sums queue at different L2 slices.
+constexpr int total_stride = 16;                        // doubles
 // Each gradient from the rows of A is summed in 8 copies, block b adding
 // into copy b % 8, so that fewer atomics meet on each line of the sum
 // (paper_large, 4 frames: the replacements' share of an iteration 2,570 →
@@ -96,15 +98,17 @@ struct BatchArgs {
                          // (each block stages it in shared memory)
     float4* image_sums;  // [4][sum_copies][max_cols] zeroed: Aᵀb, h0 of a warm start, two for the
                          // replacements
-    double* partials;    // [2][batch_sums][max_blocks]: the iteration's shares, then the
-                         // start's and β's (beta_shares)
+    double* partials;    // [3][batch_sums][total_stride]: the exchanges' totals (exchange_totals)
     int phases;
 };
 
-/// The second buffer of shares: the start's norms and β from a new gradient.
-__device__ __forceinline__ double* beta_shares(const BatchArgs& a)
+/// The totals of exchange e (counted alike in every block): three buffers
+/// in turn, so that while the blocks add into one and read another, block
+/// 0 clears the one the next exchange adds into (its last reads ended at a
+/// grid sync before).
+__device__ __forceinline__ double* exchange_totals(const BatchArgs& a, int e)
 {
-    return a.partials + max_blocks * batch_sums;
+    return a.partials + (e % 3) * batch_sums * total_stride;
 }
 
 enum BatchPhase : int {
@@ -118,7 +122,6 @@ struct BatchBlock {
     union {
         float rows[warps][batch_values];                // the warps' row sums
         double shares[keepers / 32][batch_sums];        // the keeper warps' shares
-        double warp_shares[warps][frame_sums];          // the blocks' shares, summed by warp
     } scratch;
     double totals[batch_sums];
     CgnrScalars state[batch_slots];
@@ -202,11 +205,12 @@ __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& 
     return u;
 }
 
-/// Writes the block's shares of `Count` sums of each frame (v: the
-/// keeper's terms) to shares[(frame·5 + q)·max_blocks + block]. One
-/// barrier.
+/// Adds the block's shares of `Count` sums of each frame (v: the keeper's
+/// terms) into the totals of exchange e, one double atomic a sum; block 0
+/// clears the next exchange's. One barrier.
 template <int Count>
-__device__ __forceinline__ void publish_shares(BatchBlock& s, double (&v)[Count], double* shares)
+__device__ __forceinline__ void publish_shares(BatchBlock& s, double (&v)[Count], const BatchArgs& a,
+                                               int e)
 {
     static_assert(Count <= frame_sums, "five sums a frame");
     const int lane = threadIdx.x % 32;
@@ -226,48 +230,23 @@ __device__ __forceinline__ void publish_shares(BatchBlock& s, double (&v)[Count]
     if (threadIdx.x < batch_sums && threadIdx.x % frame_sums < Count) {
         double sum = 0.0;
         for (int w = 0; w < keepers / 32; ++w) sum += s.scratch.shares[w][threadIdx.x];
-        shares[threadIdx.x * max_blocks + blockIdx.x] = sum;
+        atomicAdd(exchange_totals(a, e) + threadIdx.x * total_stride, sum);
+    }
+    if (blockIdx.x == 0 && threadIdx.x < batch_sums) {
+        exchange_totals(a, e + 1)[threadIdx.x * total_stride] = 0.0;
     }
 }
 
-/// s.totals: the blocks' shares summed in one fixed order (the same in every
-/// block): thread t loads block t % 128's five shares of frame t / 128, all
-/// at once (one round trip through L2), then warp sums and the 4 warps of
-/// each frame. Each sum's shares of all blocks are one run of memory, so a
-/// warp's load takes two whole lines: with the shares of a block side by
-/// side instead, every SM's warps asked each line many times, 125 SMs at
-/// once, and the loads took ~9,800 cycles. Ends with a barrier.
-__device__ __forceinline__ void sum_shares(BatchBlock& s, const double* shares)
+/// s.totals: the totals of exchange e (added into before a grid sync). The
+/// blocks' shares meet in atomics, in no fixed order, but every block
+/// reads the same totals, so all compute the same α and β. Against shares
+/// stored apart and summed by every block in one fixed order (each block
+/// loading all 125 blocks' 20 shares, ~1,400 cycles an exchange; paper_large,
+/// 4 frames, history v20). Ends with a barrier.
+__device__ __forceinline__ void sum_shares(BatchBlock& s, const BatchArgs& a, int e)
 {
-    constexpr int frame_threads = threads / batch_slots;  // 128
-    static_assert(frame_threads >= max_blocks, "a thread for each block's shares");
-    const int lane = threadIdx.x % 32;
-    const int block = threadIdx.x % frame_threads;
-    const int frame = threadIdx.x / frame_threads;
-    double v[frame_sums] = {};
-    if (block < static_cast<int>(gridDim.x)) {
-#pragma unroll
-        for (int q = 0; q < frame_sums; ++q) {
-            v[q] = __ldcg(shares + (frame * frame_sums + q) * max_blocks + block);
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-#pragma unroll
-        for (int q = 0; q < frame_sums; ++q) v[q] += __shfl_xor_sync(0xffffffffu, v[q], o);
-    }
-    if (lane == 0) {
-#pragma unroll
-        for (int q = 0; q < frame_sums; ++q) s.scratch.warp_shares[threadIdx.x / 32][q] = v[q];
-    }
-    __syncthreads();
     if (threadIdx.x < batch_sums) {
-        const int f = threadIdx.x / frame_sums;
-        const int q = threadIdx.x % frame_sums;
-        constexpr int frame_warps = frame_threads / 32;
-        double total = 0.0;
-        for (int w = 0; w < frame_warps; ++w) total += s.scratch.warp_shares[f * frame_warps + w][q];
-        s.totals[threadIdx.x] = total;
+        s.totals[threadIdx.x] = __ldcg(exchange_totals(a, e) + threadIdx.x * total_stride);
     }
     __syncthreads();
 }
@@ -368,6 +347,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     const bool keeper = threadIdx.x < keepers && row < n;  // writes its slot of d_all and x_all
     const bool kept = keeper && frame < a.batch;            // a frame's element
     const size_type at = static_cast<size_type>(frame) * n + row;  // in the [batch][n] buffers
+    int exchange = 0;  // the exchanges of sums so far
 
     // x0; with any x0 ≠ 0 in the batch, h0 = Aᵀ(A x0 − b) from the rows,
     // else h0 = −Aᵀb. Aᵀb's norm is the stop test's reference.
@@ -399,12 +379,12 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             v[0] = static_cast<double>(h) * h;
             v[1] = ab * ab;
         }
-        publish_shares(s, v, beta_shares(a));
+        publish_shares(s, v, a, exchange);
     }
     float d = -h;
     if (keeper) slot_of(a.d_all, row, frame) = d;
     grid.sync();
-    sum_shares(s, beta_shares(a));
+    sum_shares(s, a, exchange++);
     if (threadIdx.x < batch_slots) {
         const int f = threadIdx.x;
         if (f < a.batch) {
@@ -442,12 +422,12 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                 v[3] = uu * uu;
                 v[4] = hh * hh;
             }
-            publish_shares(s, v, a.partials);
+            publish_shares(s, v, a, exchange);
         }
         mark(s, clock_on, bph_shares);
         grid.sync();
         mark(s, clock_on, bph_sync);
-        sum_shares(s, a.partials);
+        sum_shares(s, a, exchange++);
         mark(s, clock_on, bph_totals);
         const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
         if (threadIdx.x < batch_slots) {
@@ -515,9 +495,9 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                 v[0] = hh * uu;
                 v[1] = hh * hh;
             }
-            publish_shares(s, v, beta_shares(a));
+            publish_shares(s, v, a, exchange);
             grid.sync();
-            sum_shares(s, beta_shares(a));
+            sum_shares(s, a, exchange++);
             if (threadIdx.x < batch_slots) {
                 const int f = threadIdx.x;
                 if ((s.flags[f] & step_taken) != 0 && (s.flags[f] & beta_known) == 0) {
@@ -565,10 +545,10 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
 }
 
 // A batch's: d_all, x_all and four gradients' copies (float4 per column), then
-// the blocks' shares (doubles).
+// the exchanges' totals (doubles). All zeroed at the start.
 constexpr std::size_t batch_vector_floats = (2 + 4 * sum_copies) * batch_slots * max_cols;
 constexpr std::size_t batch_workspace_floats =
-    batch_vector_floats + 2 * 2 * max_blocks * batch_sums;
+    batch_vector_floats + 2 * 3 * batch_sums * total_stride;
 static_assert(batch_vector_floats % 4 == 0, "the shares start 16-byte aligned");
 
 template <class System>
@@ -576,7 +556,7 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
                   float* workspace)
 {
     const index_t n = cols_of(p.system);
-    RECON_CUDA_TRY(cudaMemsetAsync(workspace, 0, batch_vector_floats * sizeof(float),
+    RECON_CUDA_TRY(cudaMemsetAsync(workspace, 0, batch_workspace_floats * sizeof(float),
                                    stream_of(exec)));
     auto* const vectors = reinterpret_cast<float4*>(workspace);
     auto* const shares = reinterpret_cast<double*>(workspace + batch_vector_floats);
