@@ -98,7 +98,7 @@ struct BatchArgs {
                          // (each block stages it in shared memory)
     float4* image_sums;  // [4][sum_copies][max_cols] zeroed: Aᵀb, h0 of a warm start, two for the
                          // replacements
-    double* partials;    // [3][batch_sums][total_stride]: the exchanges' totals (exchange_totals)
+    double* totals;      // [3][batch_sums][total_stride]: the exchanges' totals (exchange_totals)
     int phases;
 };
 
@@ -108,7 +108,7 @@ struct BatchArgs {
 /// grid sync before).
 __device__ __forceinline__ double* exchange_totals(const BatchArgs& a, int e)
 {
-    return a.partials + (e % 3) * batch_sums * total_stride;
+    return a.totals + (e % 3) * batch_sums * total_stride;
 }
 
 enum BatchPhase : int {
@@ -549,7 +549,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
 constexpr std::size_t batch_vector_floats = (2 + 4 * sum_copies) * batch_slots * max_cols;
 constexpr std::size_t batch_workspace_floats =
     batch_vector_floats + 2 * 3 * batch_sums * total_stride;
-static_assert(batch_vector_floats % 4 == 0, "the shares start 16-byte aligned");
+static_assert(batch_vector_floats % 4 == 0, "the totals start 16-byte aligned");
 
 template <class System>
 void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrProblem& p,
@@ -559,7 +559,7 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
     RECON_CUDA_TRY(cudaMemsetAsync(workspace, 0, batch_workspace_floats * sizeof(float),
                                    stream_of(exec)));
     auto* const vectors = reinterpret_cast<float4*>(workspace);
-    auto* const shares = reinterpret_cast<double*>(workspace + batch_vector_floats);
+    auto* const totals = reinterpret_cast<double*>(workspace + batch_vector_floats);
     BatchArgs args{p.params,
                    p.residual_replacement,
                    p.batch,
@@ -575,7 +575,7 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
                    vectors,
                    vectors + max_cols,
                    vectors + 2 * max_cols,
-                   shares,
+                   totals,
                    std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0};
     launch_on_rows(exec, normal_matrix_batch_kernel<System>, n, sys, args);
 }
