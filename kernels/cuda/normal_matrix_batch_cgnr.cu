@@ -209,8 +209,8 @@ __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& 
 /// terms) into the totals of exchange e, one double atomic a sum; block 0
 /// clears the next exchange's. One barrier.
 template <int Count>
-__device__ __forceinline__ void publish_shares(BatchBlock& s, double (&v)[Count], const BatchArgs& a,
-                                               int e)
+__device__ __forceinline__ void add_shares(BatchBlock& s, double (&v)[Count], const BatchArgs& a,
+                                           int e)
 {
     static_assert(Count <= frame_sums, "five sums a frame");
     const int lane = threadIdx.x % 32;
@@ -243,7 +243,7 @@ __device__ __forceinline__ void publish_shares(BatchBlock& s, double (&v)[Count]
 /// stored apart and summed by every block in one fixed order (each block
 /// loading all 125 blocks' 20 shares, ~1,400 cycles an exchange; paper_large,
 /// 4 frames, history v20). Ends with a barrier.
-__device__ __forceinline__ void sum_shares(BatchBlock& s, const BatchArgs& a, int e)
+__device__ __forceinline__ void read_totals(BatchBlock& s, const BatchArgs& a, int e)
 {
     if (threadIdx.x < batch_sums) {
         s.totals[threadIdx.x] = __ldcg(exchange_totals(a, e) + threadIdx.x * total_stride);
@@ -379,12 +379,12 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             v[0] = static_cast<double>(h) * h;
             v[1] = ab * ab;
         }
-        publish_shares(s, v, a, exchange);
+        add_shares(s, v, a, exchange);
     }
     float d = -h;
     if (keeper) slot_of(a.d_all, row, frame) = d;
     grid.sync();
-    sum_shares(s, a, exchange++);
+    read_totals(s, a, exchange++);
     if (threadIdx.x < batch_slots) {
         const int f = threadIdx.x;
         if (f < a.batch) {
@@ -422,12 +422,12 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                 v[3] = uu * uu;
                 v[4] = hh * hh;
             }
-            publish_shares(s, v, a, exchange);
+            add_shares(s, v, a, exchange);
         }
         mark(s, clock_on, bph_shares);
         grid.sync();
         mark(s, clock_on, bph_sync);
-        sum_shares(s, a, exchange++);
+        read_totals(s, a, exchange++);
         mark(s, clock_on, bph_totals);
         const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
         if (threadIdx.x < batch_slots) {
@@ -495,9 +495,9 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                 v[0] = hh * uu;
                 v[1] = hh * hh;
             }
-            publish_shares(s, v, a, exchange);
+            add_shares(s, v, a, exchange);
             grid.sync();
-            sum_shares(s, a, exchange++);
+            read_totals(s, a, exchange++);
             if (threadIdx.x < batch_slots) {
                 const int f = threadIdx.x;
                 if ((s.flags[f] & step_taken) != 0 && (s.flags[f] & beta_known) == 0) {
