@@ -24,8 +24,6 @@
 // all frames, into one of 8 copies of the sum). The start's norms, too,
 // come from the blocks' shares.
 
-#include <cooperative_groups.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -33,6 +31,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "grid_barrier.cuh"
 #include "kernels/cgnr_scalars.hpp"
 #include "launch.cuh"
 #include "normal_matrix_batch_cgnr.cuh"
@@ -43,7 +42,6 @@
 namespace recon::kernels::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
 using namespace normal_matrix;
 
 constexpr int batch_slots = normal_matrix_batch_frames;  // frames of a launch, one float4 per column
@@ -335,7 +333,6 @@ __device__ __forceinline__ bool needs_beta_sums(const BatchBlock& s)
 template <class System>
 __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System sys, BatchArgs a)
 {
-    cg::grid_group grid = cg::this_grid();
     const long long started = clock64();
     extern __shared__ float slots[];
     __shared__ alignas(BatchBlock) unsigned char block_bytes[sizeof(BatchBlock)];  // (no constructor runs)
@@ -360,14 +357,14 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     float4* const xs = reinterpret_cast<float4*>(slots + (in_shared - lent_entries) * threads);
     if (warm) {
         if (keeper) slot_of(a.x_all, row, frame) = x;
-        grid.sync();
+        grid_barrier();
         stage_x(a.x_all, xs);
         scatter_rows_batch(sys, a.m, a.batch, a.b, xs, h0_sum);
     }
     scatter_rows_batch(sys, a.m, a.batch, a.b, nullptr, ab_sum);
     __syncthreads();  // xs read by every thread before G's entries take the slots
     const Entries g = BatchLayout::load(Gram{a.gram, n}, slots);
-    grid.sync();
+    grid_barrier();
     // h0 and d0 = −h0 of the block's elements; ‖h0‖² and ‖Aᵀb‖² of each
     // frame from the blocks' shares (β's buffer)
     float h = 0.0f;
@@ -383,7 +380,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     }
     float d = -h;
     if (keeper) slot_of(a.d_all, row, frame) = d;
-    grid.sync();
+    grid_barrier();
     read_totals(s, a, exchange++);
     if (threadIdx.x < batch_slots) {
         const int f = threadIdx.x;
@@ -425,7 +422,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             add_shares(s, v, a, exchange);
         }
         mark(s, clock_on, bph_shares);
-        grid.sync();
+        grid_barrier();
         mark(s, clock_on, bph_sync);
         read_totals(s, a, exchange++);
         mark(s, clock_on, bph_totals);
@@ -467,7 +464,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             float4* const next = a.image_sums + (2 + (replaced + 1) % 2) * sum_floats;
             ++replaced;
             mark(s, clock_on, bph_step);
-            grid.sync();
+            grid_barrier();
             mark(s, clock_on, bph_x_sync);
             for (int j = blockIdx.x * threads + threadIdx.x; j < sum_floats; j += gridDim.x * threads) {
                 next[j] = float4{0.0f, 0.0f, 0.0f, 0.0f};
@@ -479,7 +476,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             reload_lent_entries(Gram{a.gram, n}, slots);
             __syncthreads();  // (for the clock: every thread's entries back)
             mark(s, clock_on, bph_reload);
-            grid.sync();
+            grid_barrier();
             mark(s, clock_on, bph_sum_sync);
             if (kept && (flags & step_taken) != 0) h = component(summed(sum, row), frame);
             __syncthreads();  // (for the clock: every keeper's h loaded)
@@ -496,7 +493,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                 v[1] = hh * hh;
             }
             add_shares(s, v, a, exchange);
-            grid.sync();
+            grid_barrier();
             read_totals(s, a, exchange++);
             if (threadIdx.x < batch_slots) {
                 const int f = threadIdx.x;
@@ -513,7 +510,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         if (kept && s.running[frame] != 0) d = next_direction(h, s.beta[frame], d);
         if (keeper) slot_of(a.d_all, row, frame) = d;
         mark(s, clock_on, bph_direction);
-        grid.sync();
+        grid_barrier();
         mark(s, clock_on, bph_sync_after);
     }
     if (clock_on && k > 0) {

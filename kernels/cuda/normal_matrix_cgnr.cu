@@ -41,8 +41,6 @@
 // cond(AᵀA) times that (measured: the ill-conditioned test problem missed
 // its 1e-4 by that).
 
-#include <cooperative_groups.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -51,6 +49,7 @@
 #include <variant>
 
 #include "cooperative_step.cuh"
+#include "grid_barrier.cuh"
 #include "kernels/cgnr_scalars.hpp"
 #include "launch.cuh"
 #include "normal_matrix_batch_cgnr.cuh"
@@ -63,7 +62,6 @@
 namespace recon::kernels::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
 using namespace normal_matrix;
 
 constexpr int sums = 5;                             // f, gᵀd, hᵀu, uᵀu, hᵀh
@@ -220,7 +218,6 @@ __device__ __forceinline__ void publish(Block& s, int flags)
 template <class System>
 __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System sys, Args a)
 {
-    cg::grid_group grid = cg::this_grid();
     const long long started = clock64();
     extern __shared__ float slots[];
     __shared__ alignas(Block) unsigned char block_bytes[sizeof(Block)];  // (no constructor runs)
@@ -267,7 +264,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
     add_image(image, a.image_sums + max_cols);
     __syncthreads();
     const Entries g = Layout::load(Gram{a.gram, a.n}, slots);  // each thread reads and writes only its own slots
-    grid.sync();
+    grid_barrier();
     // g0 = h0;  d0 = −g0;  ‖g0‖² and ‖Aᵀb‖², summed by every block alike
     float h[thread_cols], d[thread_cols];
     double v[2] = {};
@@ -315,7 +312,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
         float* const u_slot = a.u_slots + slot * max_cols;
         if (owner) u_slot[own] = u_own;
         mark(s, clock_on, ph_publish);
-        grid.sync();
+        grid_barrier();
         mark(s, clock_on, ph_sync);
         // u through L1 (plain loads, not __ldcg): both row groups load the
         // same columns, and in L1 the second group's requests merge with the
@@ -393,7 +390,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
                 }
             };
             if (owner) a.x[own] = s.own_x[threadIdx.x];
-            grid.sync();
+            grid_barrier();
             part(ph_x_sync);
             // two sums alternate; each replacement clears the next one's
             float* const sum = a.image_sums + (2 + replaced % 2) * max_cols;
@@ -408,7 +405,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
             }
             gradient_into(sum);
             part(ph_scatter);
-            grid.sync();
+            grid_barrier();
             part(ph_sum_sync);
             // G's entries back into the lent slots
 #pragma unroll

@@ -24,8 +24,6 @@
 // not depend on the order of the adds, so each block's image is
 // reproducible.
 
-#include <cooperative_groups.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +33,7 @@
 #include <variant>
 #include <vector>
 
+#include "grid_barrier.cuh"
 #include "kernels/backends.hpp"
 #include "kernels/cgnr_scalars.hpp"
 #include "kernels/stencils.hpp"
@@ -45,8 +44,6 @@
 
 namespace recon::kernels::cuda {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int block_threads = 1024;
 constexpr int max_persistent_blocks = 256;
@@ -690,8 +687,8 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
 /// blocks' images (in block order) into the slot; after a second sync every
 /// block loads the whole slot.
 template <int BMAX, int EPT>
-__device__ void gather_image_two_phase(cg::grid_group& grid, const Args& a, const Shared& s,
-                                       const Rows& rows, int& pass, float (&out)[EPT])
+__device__ void gather_image_two_phase(const Args& a, const Shared& s, const Rows& rows, int& pass,
+                                       float (&out)[EPT])
 {
     const int total = BMAX * a.n;
     __syncthreads();
@@ -703,7 +700,7 @@ __device__ void gather_image_two_phase(cg::grid_group& grid, const Args& a, cons
     for (int j = threadIdx.x; j < total; j += blockDim.x) {
         mine[j] = take_image(s, rows, mine_unscale, acc_of_element<BMAX>(a, j));
     }
-    grid.sync();
+    grid_barrier();
     float* slot = a.ubuf + static_cast<size_type>(pass % 3) * total;
     const int slice = (total + gridDim.x - 1) / gridDim.x;
     const int lo = blockIdx.x * slice;
@@ -727,7 +724,7 @@ __device__ void gather_image_two_phase(cg::grid_group& grid, const Args& a, cons
         for (int g = 0; g < groups; ++g) sum += s.sums[g * width + t];
         slot[lo + t] = sum;
     }
-    grid.sync();
+    grid_barrier();
 #pragma unroll
     for (int j = 0; j < EPT; ++j) {
         const int e = threadIdx.x + j * block_threads;
@@ -782,19 +779,18 @@ __device__ void flush_block(const Args& a, const Shared& s, const Rows& rows, in
 /// written again only after the next grid sync), and loads the sum into
 /// `out` for the thread's elements. Leaves the shared image zeroed.
 template <int BMAX, int EPT>
-__device__ void gather_image(cg::grid_group& grid, const Args& a, const Shared& s,
-                             const Rows& rows, int& pass, float (&out)[EPT],
-                             PhaseClock* clock = nullptr)
+__device__ void gather_image(const Args& a, const Shared& s, const Rows& rows, int& pass,
+                             float (&out)[EPT], PhaseClock* clock = nullptr)
 {
     if (a.partial != nullptr) {
-        gather_image_two_phase<BMAX>(grid, a, s, rows, pass, out);
+        gather_image_two_phase<BMAX>(a, s, rows, pass, out);
         return;
     }
     const int total = BMAX * a.n;
     float* slot = a.ubuf + static_cast<size_type>(pass % 3) * total;
     flush_block<BMAX>(a, s, rows, pass, slot);
     if (clock != nullptr) clock->mark(ph_flush);
-    grid.sync();
+    grid_barrier();
     if (clock != nullptr) clock->mark(ph_sync);
     float* ahead = a.ubuf + static_cast<size_type>((pass + 2) % 3) * total;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < total; j += gridDim.x * blockDim.x) {
@@ -1145,15 +1141,14 @@ __device__ void one_reduction_step(const Args& a, const Shared& s, bool x_shared
 
 /// Prints block 0's cycles per iteration in each phase, and the most any
 /// block spent there. Every block calls it (it syncs the grid).
-__device__ void report_phases(cg::grid_group& grid, const PhaseClock& clock, int batch,
-                              int iterations)
+__device__ void report_phases(const PhaseClock& clock, int batch, int iterations)
 {
     if (clock.on) {
         for (int p = 0; p < ph_count; ++p) {
             atomicMax(phase_max_cycles + p, static_cast<unsigned long long>(clock.cycles[p]));
         }
     }
-    grid.sync();
+    grid_barrier();
     if (!clock.on || blockIdx.x != 0 || iterations == 0) return;
     const double per = 1.0 / iterations;
     const auto block0 = [&](Phase p) { return per * clock.cycles[p]; };
@@ -1173,7 +1168,6 @@ __device__ void report_phases(cg::grid_group& grid, const PhaseClock& clock, int
 template <int BMAX, int EPT, bool Regularized, class System>
 __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(System sys, Args a)
 {
-    cg::grid_group grid = cg::this_grid();
     extern __shared__ float smem[];
     __shared__ CgnrScalars scalar_state[BMAX];
     // The block reduction's warp sums and the two-phase combine's partial
@@ -1226,7 +1220,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
     if (threadIdx.x < BMAX) d_max_bits[threadIdx.x] = 0;
     __syncthreads();
     const Rows rows = prepare_rows(sys, a, s, scratch, state + a.stateful * total);
-    grid.sync();
+    grid_barrier();
 
     int pass = 0;
     float h[EPT], u[EPT], g_own[EPT];
@@ -1239,9 +1233,9 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
 
     // r0 = A x0 − b;  h0 = Aᵀ r0;  Aᵀ b (into u) for the stop test's reference
     row_pass<BMAX, Pass::residual>(sys, a, s, rows, sc.now(), pass);
-    gather_image<BMAX>(grid, a, s, rows, pass, h);
+    gather_image<BMAX>(a, s, rows, pass, h);
     row_pass<BMAX, Pass::adjoint_b>(sys, a, s, rows, sc.now(), pass);
-    gather_image<BMAX>(grid, a, s, rows, pass, u);
+    gather_image<BMAX>(a, s, rows, pass, u);
     // g0 = h0 + F(x0, x0);  d0 = −g0;  ‖g0‖²
     if (regularized) {
         prepare_state<BMAX>(a, s);
@@ -1275,7 +1269,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         // u_k = Aᵀ(A d_k)   (CGLS1: q_k = A d_k kept)
         row_pass<BMAX, Pass::normal>(sys, a, s, rows, sc.now(), pass);
         clock.mark(ph_rows);
-        gather_image<BMAX>(grid, a, s, rows, pass, u, &clock);
+        gather_image<BMAX>(a, s, rows, pass, u, &clock);
         clock.mark(ph_load);
         // Every thread read max|d| in the normal pass (the gather's barrier
         // lies between); the d update below gathers it anew.
@@ -1342,11 +1336,11 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
             } else {
                 if (s.x == nullptr) {
                     x_own.publish(a);
-                    grid.sync();
+                    grid_barrier();
                 }
                 row_pass<BMAX, Pass::residual>(sys, a, s, rows, sc.now(), pass);
             }
-            gather_image<BMAX>(grid, a, s, rows, pass, h);
+            gather_image<BMAX>(a, s, rows, pass, h);
         } else {
 #pragma unroll
             for (int j = 0; j < EPT; ++j) {
@@ -1384,7 +1378,7 @@ __global__ void __launch_bounds__(block_threads, 1) persistent_cgnr_kernel(Syste
         clock.mark(ph_direction);
     }
 
-    if (a.phases != 0) report_phases(grid, clock, a.batch, iterations);
+    if (a.phases != 0) report_phases(clock, a.batch, iterations);
     if (x_own.valid) a.x[static_cast<size_type>(x_own.frame) * a.n + x_own.i] = x_own.x;
     if (blockIdx.x != 0) return;
     // back to the solver's frame-major buffers
