@@ -355,13 +355,19 @@ NormalSolutions normal_against_host_loop(const SystemModel& model, const std::ve
     return s;
 }
 
-/// Ran `iterations` iterations to a gradient as small as the host loop's
-/// (as PersistentRows::expect_as_host_loop), and x is the host loop's up to
-/// float sums in other orders.
+/// Ran `iterations` iterations to a gradient as small as the host loop's,
+/// give or take the float noise floor, and x is the host loop's up to float
+/// sums in other orders.
 void expect_as_host_loop(const NormalSolutions& s, int iterations)
 {
     EXPECT_EQ(s.res.iterations, iterations);
-    EXPECT_LE(s.res.rel_gradient, 3.0 * s.res_ref.rel_gradient + 1e-6);
+    // After 12 to 15 iterations the problems of n = 1,000 sit at the float
+    // noise floor (‖g‖/‖Aᵀb‖ ~1e-6), where the kernel's and the host loop's
+    // values are two draws of noise: 3 of 1,200 runs of three of these tests
+    // went past 3x + 1e-6 (up to 6.1e-6 against 1.5e-6), with the kernel as
+    // it was before its grid barrier and after (as the batch tests,
+    // expect_frames_as_host_loop). A wrong β or scatter stalls far above 1e-5.
+    EXPECT_LE(s.res.rel_gradient, 3.0 * s.res_ref.rel_gradient + 1e-5);
     EXPECT_LE(test::rel_error(s.x, s.x_ref), 1e-3);
 }
 
