@@ -80,7 +80,7 @@ SolveLaunch CgnrSolver::resolve_launch()
     // batch's images fit a block and were measured: one frame (paper_large
     // on an H100: 3.6 against 9.5 ms for the graph on the rows of A, 1.9 ms
     // on the normal matrix where that applies) and batches without a
-    // regularizer (4 frames on an H200: 3.0 ms on the normal matrix, 8.7 on
+    // regularizer (4 frames on an H200: 2.9 ms on the normal matrix, 8.6 on
     // the rows of A, 18.9 as a graph; larger batches as launches of 4
     // frames). A regularized batch keeps x and the state in shared memory,
     // leaving less room for the rows: it takes the graph. See
