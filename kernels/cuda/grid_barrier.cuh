@@ -35,7 +35,10 @@ namespace recon::kernels::cuda {
 /// cooperatively; every thread of the block must call it.
 __device__ __forceinline__ void grid_barrier()
 {
-    // the counter the driver keeps for a cooperative launch (grid.sync()'s)
+    // the counter the driver keeps for a cooperative launch (grid.sync()'s),
+    // through cooperative groups' own accessor for the driver's ABI
+    // (cooperative_groups/details/driver_abi.h): no word of our own to
+    // allocate, clear or pass, and a toolkit that moves it fails to compile
     unsigned* const word = &cooperative_groups::details::get_grid_workspace()->barrier;
     const bool block_master = threadIdx.x + threadIdx.y + threadIdx.z == 0;
     unsigned arrived = 0;
