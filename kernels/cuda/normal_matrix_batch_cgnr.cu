@@ -25,7 +25,6 @@
 // come from the blocks' shares.
 
 #include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -557,23 +556,13 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
                                    stream_of(exec)));
     auto* const vectors = reinterpret_cast<float4*>(workspace);
     auto* const totals = reinterpret_cast<double*>(workspace + batch_vector_floats);
-    BatchArgs args{p.params,
-                   p.residual_replacement,
-                   p.batch,
-                   static_cast<int>(n),
-                   rows_of(p.system),
-                   p.normal_matrix.data,
-                   p.b.data,
-                   p.x.data,
-                   p.h.data,
-                   p.g.data,
-                   p.d.data,
-                   p.scalars.data,
-                   vectors,
-                   vectors + max_cols,
-                   vectors + 2 * max_cols,
-                   totals,
-                   std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0};
+    BatchArgs args{};
+    set_problem(args, p);
+    args.batch = p.batch;
+    args.d_all = vectors;
+    args.x_all = vectors + max_cols;
+    args.image_sums = vectors + 2 * max_cols;
+    args.totals = totals;
     launch_on_rows(exec, normal_matrix_batch_kernel<System>, n, sys, args);
 }
 

@@ -42,7 +42,6 @@
 // its 1e-4 by that).
 
 #include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -528,20 +527,10 @@ void launch_single(const Executor& exec, const System& sys, const PersistentCgnr
 {
     const index_t n = cols_of(p.system);
     RECON_CUDA_TRY(cudaMemsetAsync(workspace, 0, 4 * max_cols * sizeof(float), stream_of(exec)));
-    Args args{p.params,
-              p.residual_replacement,
-              static_cast<int>(n),
-              rows_of(p.system),
-              p.normal_matrix.data,
-              p.b.data,
-              p.x.data,
-              p.h.data,
-              p.g.data,
-              p.d.data,
-              p.scalars.data,
-              workspace,
-              workspace + 4 * max_cols,
-              std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0};
+    Args args{};
+    set_problem(args, p);
+    args.image_sums = workspace;
+    args.u_slots = workspace + 4 * max_cols;
     launch_on_rows(exec, normal_matrix_cgnr_kernel<System>, n, sys, args);
 }
 

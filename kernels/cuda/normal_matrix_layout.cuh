@@ -6,6 +6,7 @@
 // that a kernel's blocks all fit on the device at once.
 
 #include <cstddef>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "cuda_check.cuh"
 #include "kernels/common.hpp"
 #include "kernels/executor.hpp"
+#include "kernels/persistent.hpp"
 #include "launch.cuh"
 
 namespace recon::kernels::cuda::normal_matrix {
@@ -187,6 +189,26 @@ void launch_on_rows(const Executor& exec, void (*kernel)(Params...), index_t n, 
                             std::forward<Args>(args)...)) {
         throw std::runtime_error{"normal-matrix solve: its blocks do not all fit on the device"};
     }
+}
+
+/// Fills what the one-frame and the batch kernel's arguments share (the
+/// problem, its buffers, the phase clock's switch); each launch adds its
+/// workspace. `KernelArgs` names the fields alike.
+template <class KernelArgs>
+void set_problem(KernelArgs& a, const PersistentCgnrProblem& p)
+{
+    a.params = p.params;
+    a.replacement = p.residual_replacement;
+    a.n = static_cast<int>(cols_of(p.system));
+    a.m = rows_of(p.system);
+    a.gram = p.normal_matrix.data;
+    a.b = p.b.data;
+    a.x = p.x.data;
+    a.h = p.h.data;
+    a.g = p.g.data;
+    a.d = p.d.data;
+    a.scalars = p.scalars.data;
+    a.phases = std::getenv("RECON_PERSISTENT_PHASES") != nullptr ? 1 : 0;
 }
 
 }  // namespace recon::kernels::cuda::normal_matrix
