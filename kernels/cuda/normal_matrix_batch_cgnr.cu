@@ -65,6 +65,7 @@ constexpr int sum_floats = sum_copies * max_cols;       // float4s of one gradie
 constexpr int lent_entries = 2 * group_rows;
 static_assert(lent_entries * threads * sizeof(float) == max_cols * sizeof(float4),
               "the lent slots hold x of every column and frame");
+static_assert((in_shared - lent_entries) % 2 == 0, "the lent slots are whole pairs");
 static_assert(keepers % 32 == 0, "the keepers fill whole warps");
 
 // The batch kernel's own layout of G's entries: 4 row groups of 128
@@ -169,15 +170,19 @@ __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& 
         const float4 v = d_all[BatchLayout::column(c)];
         const float vf[batch_slots] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int r = 0; r < BatchLayout::group_rows; ++r) {
-            const float e = g.at(c * BatchLayout::group_rows + r);
+        for (int r = 0; r < BatchLayout::group_rows; r += 2) {
+            const float2 e2 = g.pair(c * BatchLayout::group_rows + r);
 #pragma unroll
-            for (int f = 0; f < batch_slots; ++f) {
-                const int i = f * BatchLayout::group_rows + r;
-                if (i < 16) {
-                    lo[i < 16 ? i : 0] = __fmaf_rn(e, vf[f], lo[i < 16 ? i : 0]);
-                } else {
-                    hi[i < 16 ? 0 : i - 16] = __fmaf_rn(e, vf[f], hi[i < 16 ? 0 : i - 16]);
+            for (int q = 0; q < 2; ++q) {
+                const float e = q == 0 ? e2.x : e2.y;
+#pragma unroll
+                for (int f = 0; f < batch_slots; ++f) {
+                    const int i = f * BatchLayout::group_rows + r + q;
+                    if (i < 16) {
+                        lo[i < 16 ? i : 0] = __fmaf_rn(e, vf[f], lo[i < 16 ? i : 0]);
+                    } else {
+                        hi[i < 16 ? 0 : i - 16] = __fmaf_rn(e, vf[f], hi[i < 16 ? 0 : i - 16]);
+                    }
                 }
             }
         }
@@ -300,7 +305,7 @@ __device__ __forceinline__ void reload_lent_entries(Gram gram, float* slots)
 {
 #pragma unroll 8
     for (int p = entries - lent_entries; p < entries; ++p) {
-        slots[(p - in_registers) * threads + threadIdx.x] = BatchLayout::entry(gram, p);
+        slots[slot_index(p)] = BatchLayout::entry(gram, p);
     }
 }
 

@@ -68,6 +68,7 @@ constexpr int sums = 5;                             // f, gᵀd, hᵀu, uᵀu, h
 // while a gradient is formed from the rows of A, and loaded again after
 constexpr int spare_entries = group_rows;
 static_assert(spare_entries * threads == 2 * max_cols, "the lent slots hold x and one image");
+static_assert((in_shared - spare_entries) % 2 == 0, "the lent slots are whole pairs");
 
 static_assert(block_rows <= 32, "warp 0's lanes keep the block's rows");
 
@@ -130,7 +131,11 @@ __device__ __forceinline__ float block_rows_times(Block& s, const Entries& g, co
 #pragma unroll
     for (int c = 0; c < thread_cols; ++c) {
 #pragma unroll
-        for (int r = 0; r < group_rows; ++r) w[r] = __fmaf_rn(g.at(c * group_rows + r), v[c], w[r]);
+        for (int r = 0; r < group_rows; r += 2) {
+            const float2 e = g.pair(c * group_rows + r);
+            w[r] = __fmaf_rn(e.x, v[c], w[r]);
+            w[r + 1] = __fmaf_rn(e.y, v[c], w[r + 1]);
+        }
     }
     const float t = warp_sum_scatter<16>(w);  // lane l: the warp's sum of row l / 2
     const int lane = threadIdx.x % 32;
@@ -409,7 +414,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
             // G's entries back into the lent slots
 #pragma unroll
             for (int p = entries - spare_entries; p < entries; ++p) {
-                slots[(p - in_registers) * threads + threadIdx.x] = entry_of(Gram{a.gram, a.n}, p);
+                slots[slot_index(p)] = entry_of(Gram{a.gram, a.n}, p);
             }
             if (owner) s.own_h[threadIdx.x] = __ldcg(sum + own);
             part(ph_reload);
