@@ -71,15 +71,17 @@ __device__ __forceinline__ float next_direction(float g, float beta, float d)
 
 static_assert(in_registers % 2 == 0, "the entries in shared memory start a pair");
 
-/// Where entry p ≥ in_registers lives in shared memory: pairs of slots,
-/// 2 · `threads` floats, each thread's two entries side by side, so that
-/// entries p and p + 1 (p even) come in one 8-byte load (a warp's is two
-/// lines, as two 4-byte loads are; half the load instructions).
-__device__ __forceinline__ int slot_index(int p)
+/// Where entries p and p + 1 (p ≥ in_registers, p even) live in shared
+/// memory: pairs of slots, each thread's two entries side by side, so that
+/// they come in one 8-byte load (a warp's is two lines, as two 4-byte loads
+/// are; half the load instructions). The index counts float2s.
+__device__ __forceinline__ int pair_index(int p)
 {
-    const int q = p - in_registers;
-    return q / 2 * (2 * threads) + 2 * static_cast<int>(threadIdx.x) + q % 2;
+    return (p - in_registers) / 2 * threads + static_cast<int>(threadIdx.x);
 }
+
+/// Where entry p ≥ in_registers lives, counted in floats.
+__device__ __forceinline__ int slot_index(int p) { return 2 * pair_index(p) + (p - in_registers) % 2; }
 
 /// The thread's 144 entries of G (which row and column each one is, is the
 /// kernel's layout): the first in_registers in registers, the others in
@@ -88,18 +90,13 @@ struct Entries {
     float reg[in_registers];
     const float* slots;
 
-    __device__ __forceinline__ float at(int p) const
-    {
-        return p < in_registers ? reg[p < in_registers ? p : 0] : slots[slot_index(p)];
-    }
-
-    /// Entries p and p + 1, p even.
+    /// Entries p and p + 1, p even (in shared memory: one 8-byte load).
     __device__ __forceinline__ float2 pair(int p) const
     {
         if (p < in_registers) {
             return float2{reg[p < in_registers ? p : 0], reg[p + 1 < in_registers ? p + 1 : 0]};
         }
-        return reinterpret_cast<const float2*>(slots)[(p - in_registers) / 2 * threads + threadIdx.x];
+        return reinterpret_cast<const float2*>(slots)[pair_index(p)];
     }
 };
 
