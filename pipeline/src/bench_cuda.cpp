@@ -106,7 +106,8 @@ struct SolveCase {
 struct SolveOutcome {
     Timing timing;
     std::vector<float> image;  // first frame
-    recon::FrameResult result;
+    recon::FrameResult result;  // first frame
+    std::vector<recon::FrameResult> results;  // every frame
 };
 
 /// One solver of `batch` frames; each timed run copies the frames' b into
@@ -126,15 +127,31 @@ SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
         solver.solve();
     });
     out.image = download(exec, solver.image(), c.model->cols());
-    out.result = solver.results().front();
+    out.results = solver.results();
+    out.result = out.results.front();
     return out;
 }
 
-/// Throughput and per-frame latency of a batch's solve.
-std::string batch_note(int batch, const Timing& t)
+/// The iterations the frames of a solve ran: "400 it", or "21–27 it" where
+/// they differ (a frame that stopped early makes the time no longer that
+/// of the iterations asked for, so the row says so).
+std::string iterations_note(const std::vector<recon::FrameResult>& results)
+{
+    int fewest = results.front().iterations;
+    int most = fewest;
+    for (const recon::FrameResult& r : results) {
+        fewest = std::min(fewest, r.iterations);
+        most = std::max(most, r.iterations);
+    }
+    return (fewest == most ? std::to_string(most) : std::to_string(fewest) + "–" + std::to_string(most)) +
+           " it";
+}
+
+/// Throughput and per-frame latency of a batch's solve, and its frames' iterations.
+std::string batch_note(int batch, const Timing& t, const std::vector<recon::FrameResult>& results)
 {
     return fmt(1000.0 * batch / t.median(), 4) + " frames/s, " + fmt(t.median() / batch) +
-           " ms/frame";
+           " ms/frame, " + iterations_note(results);
 }
 
 std::string solve_note(const recon::CsrMatrix& a, const SolveOutcome& o, const std::vector<float>& b)
@@ -439,7 +456,7 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
             table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
         } else {
             table.add({"gpu batch", "ct_256", c.name, device, o.timing,
-                       batch_note(v.batch, o.timing)});
+                       batch_note(v.batch, o.timing, o.results)});
         }
     }
     add_cusparse_cgls_rows(table, "gpu solve", "ct_256", csr, b, exec, config.iterations, reps,
@@ -466,7 +483,6 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
     const int reps = std::max(10, config.repetitions);
     for (const int batch : {1, 4, 16}) {
         const std::string frames = std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
-        auto note = [&](const Timing& t) { return batch_note(batch, t); };
         // The persistent kernel's default (the normal matrix on chip where
         // n is small, its frames sharing each pass over it), the same kernel
         // on the rows of A, and the graph.
@@ -498,7 +514,7 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
             }
             const SolveOutcome out = run_solver(c, exec, batch, p.b, reps);
             table.add({"gpu batch", p.name, frames + " together, " + v.name, device, out.timing,
-                       note(out.timing)});
+                       batch_note(batch, out.timing, out.results)});
         }
         // One graph instance per stream, all streams at once.
         std::vector<kn::BenchStream> streams;
@@ -527,8 +543,10 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
                 }
             });
         });
+        std::vector<recon::FrameResult> results;
+        for (const auto& solver : solvers) results.push_back(solver->results().front());
         table.add({"gpu batch", p.name, frames + ", one graph per stream, ELLPACK-T", device, t,
-                   note(t)});
+                   batch_note(batch, t, results)});
     }
 }
 
