@@ -106,7 +106,6 @@ struct SolveCase {
 struct SolveOutcome {
     Timing timing;
     std::vector<float> image;  // first frame
-    recon::FrameResult result;  // first frame
     std::vector<recon::FrameResult> results;  // every frame
 };
 
@@ -128,7 +127,6 @@ SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
     });
     out.image = download(exec, solver.image(), c.model->cols());
     out.results = solver.results();
-    out.result = out.results.front();
     return out;
 }
 
@@ -157,7 +155,7 @@ std::string batch_note(int batch, const Timing& t, const std::vector<recon::Fram
 std::string solve_note(const recon::CsrMatrix& a, const SolveOutcome& o, const std::vector<float>& b)
 {
     return "|Ax-b|/|b| " + fmt(relative_residual(a, o.image, b)) + ", " +
-           std::to_string(o.result.iterations) + " it";
+           std::to_string(o.results.front().iterations) + " it";
 }
 
 /// The two cuSPARSE+cuBLAS CGLS rows (host loop, one graph) on `csr`.
