@@ -1,17 +1,17 @@
 // The persistent CGNR solve of 2 to 4 frames on the normal matrix G = AᵀA
 // (normal_matrix_cgnr.cu solves one; normal_matrix_layout.cuh is what both
 // share), the fused form without a regularizer. The frames share G and
-// each pass over it: a thread's 144 entries of G multiply the 4 frames'
-// d of its columns (one float4 per column, frames side by side, the slots
-// past the batch zero), 4 FMAs per entry loaded. What does not fit beside
-// G is the image-space state: 4 frames' h and d of every column would take
-// 96 registers a thread in the one-frame layout. So each element has one
-// owner instead of every block keeping a copy: thread t < 96 of block b
-// keeps x, h and d of element 24 b + t / 4, frame t % 4 (in registers),
-// and an iteration takes two grid syncs instead of one:
+// each pass over it: the block's 24 rows of G times 4 frames' d on the
+// tensor cores, G and d each as two halves (below, at chunk_cols). What
+// does not fit beside G is the image-space state: 4 frames' h and d of
+// every column would take 96 registers a thread in the one-frame layout.
+// So each element has one owner instead of every block keeping a copy:
+// thread t < 96 of block b keeps x, h and d of element 24 b + t / 4, frame
+// t % 4 (in registers), and an iteration takes two grid syncs instead of
+// one:
 //   u = G d for the block's rows (d of every column read from d_all, 48 KB
-//   through L1); the block's share of each frame's five sums over its own
-//   elements (f = dᵀu, gᵀd, hᵀu, uᵀu, hᵀh) added into the exchange's
+//   from L2, each warp its chunks); the block's share of each frame's five
+//   sums over its own elements (f = dᵀu, gᵀd, hᵀu, uᵀu, hᵀh) added into the exchange's
 //   totals with double atomics; grid sync; every block reads the same
 //   totals (so all compute the same α and β), moves its own elements of x,
 //   h and d and writes its elements of d to d_all; grid sync.
@@ -23,6 +23,8 @@
 // go straight into global sums with four-float atomics (one per entry for
 // all frames, into one of 8 copies of the sum). The start's norms, too,
 // come from the blocks' shares.
+
+#include <cuda_fp16.h>
 
 #include <cstdio>
 #include <stdexcept>
@@ -36,7 +38,6 @@
 #include "normal_matrix_batch_cgnr.cuh"
 #include "normal_matrix_layout.cuh"
 #include "system_kernels.cuh"
-#include "warp_sums.cuh"
 
 namespace recon::kernels::cuda {
 namespace {
@@ -58,25 +59,160 @@ constexpr int total_stride = 16;                        // doubles
 // replacement's ~62k, history v18).
 constexpr int sum_copies = 8;
 constexpr int sum_floats = sum_copies * max_cols;       // float4s of one gradient's copies
-// G's last 24 entries of each thread (24 slots, 48 KB), lent to x of
-// every frame while a gradient is formed from the rows of A:
-// gathered from L2 instead, 125 SMs' 1.8M requests for the same 48 KB
-// queued there (the scatter 63k cycles without its atomics, history v18).
-constexpr int lent_entries = 2 * group_rows;
-static_assert(lent_entries * threads * sizeof(float) == max_cols * sizeof(float4),
-              "the lent slots hold x of every column and frame");
-static_assert((in_shared - lent_entries) % 2 == 0, "the lent slots are whole pairs");
+// The batch kernel's entries of G are the A operands of the tensor cores'
+// half-precision products (mma.m16n8k16, f32 accumulators): G d for the
+// block's 24 rows and 4 frames as 16-column chunks of G times 16 x 8 chunks
+// of d, 8 columns = 4 frames' d_hi and d_lo. Each entry is two halves,
+// hi = fp16(2^s G) and lo = fp16(2^s G − hi), with s a power of two per
+// row that puts the row's largest entry in [2^14, 2^15); likewise d per
+// frame with an exponent from a bound on |d| (DirectionScale). hi + lo
+// keep G and d to ~2^-24 of each value (the float rounding they had), the
+// products hi·hi, hi·lo and lo·hi are exact in the f32 accumulators (lo·lo,
+// ~2^-24, comes along in the same instruction). Against 4 FMAs per entry
+// in float (576 instructions a thread each iteration, ~3.2k issue cycles of
+// the product's ~4.4k: history v22), the product is 36 tensor instructions
+// a warp (history v24). The halves' range: within a row, entries more than
+// ~2^17 below its largest keep fewer bits (lo no longer normal), down to an
+// absolute ~2^-40 of the largest; likewise d's entries below its bound.
+constexpr int chunk_cols = 16;                         // k of one mma
+constexpr int chunks = max_cols / chunk_cols;          // 192
+constexpr int warp_chunks = chunks / warps;            // 12: warp w takes chunks w, w + 16, ...
+constexpr int chunk_words = 12;                        // a lane's 32-bit words of a chunk: 6 hi, 6 lo
+constexpr int chunk_quads = chunk_words / 4;           // as 16-byte loads
+constexpr int register_chunks = 3;                     // of each warp's 12, the rest in shared memory
+constexpr int shared_chunks = warp_chunks - register_chunks;
+constexpr std::size_t chunk_slot_bytes = chunk_quads * threads * sizeof(uint4);  // 24 KB
+constexpr std::size_t batch_shared_bytes = shared_chunks * chunk_slot_bytes;     // 216 KB
+static_assert(chunks % warps == 0, "every warp takes as many chunks");
+// The last two chunks in shared memory (48 KB), lent to x of every column
+// and frame while a gradient is formed from the rows of A: gathered from L2
+// instead, 125 SMs' 1.8M requests for the same 48 KB queued there (the
+// scatter 63k cycles without its atomics, history v18).
+constexpr int lent_chunks = 2;
+static_assert(lent_chunks * chunk_slot_bytes == max_cols * sizeof(float4),
+              "the lent chunks hold x of every column and frame");
 static_assert(keepers % 32 == 0, "the keepers fill whole warps");
+// Where a scaled value sits: the largest entry of a row of G in
+// [2^14, 2^15), d of a frame below 2^14 (its bound may be loose by the
+// iterations' count, hence the room below fp16's 65,504).
+constexpr int row_top_exponent = 15;
+constexpr int direction_top_exponent = 14;
 
-// The batch kernel's own layout of G's entries: 4 row groups of 128
-// threads, 6 rows each; thread t of a group takes columns t, t + 128, ...,
-// t + 2,944 (24) of its rows. The same 144 entries a thread as the one
-// frame's layout (32 in registers, 112 in shared memory), but 24
-// accumulators for 4 frames instead of 48: half the warp sums' shuffles,
-// and registers for d's loads ahead of the FMAs.
-using BatchLayout = EntryLayout<4>;
-constexpr int batch_group_warps = BatchLayout::group_threads / 32;       // 4
-constexpr int batch_values = batch_slots * BatchLayout::group_rows;      // 24 accumulators
+/// The block's G rows 24 b + r, as the mma's A operand: word q < 6 of a
+/// lane's chunk c is the pair of entries at (fragment_row(q),
+/// fragment_col(c, q)) and the next column, hi halves; word 6 + q the same pair's lo halves. Rows
+/// 0–15 are one 16-row tile (words 0–3), rows 16–23 half of another (words
+/// 4–5, and its other half the same rows' lo halves, words 10–11).
+__device__ __forceinline__ int fragment_row(int q)
+{
+    const int g = static_cast<int>(threadIdx.x % 32) / 4;
+    return q == 0 || q == 2 ? g : q == 1 || q == 3 ? g + 8 : 16 + g;
+}
+__device__ __forceinline__ int fragment_col(int chunk, int q)
+{
+    const int t = static_cast<int>(threadIdx.x % 4);
+    return chunk * chunk_cols + 2 * t + (q == 2 || q == 3 || q == 5 ? 8 : 0);
+}
+__device__ __forceinline__ int warp_chunk(int j) { return static_cast<int>(threadIdx.x / 32) + warps * j; }
+
+/// Quad p of the thread's shared chunk j (j ≥ register_chunks).
+__device__ __forceinline__ uint4& chunk_quad(uint4* slots, int j, int p)
+{
+    return slots[((j - register_chunks) * chunk_quads + p) * threads + threadIdx.x];
+}
+
+__device__ __forceinline__ void load_quads(const uint4* slots, int j, unsigned (&w)[chunk_words])
+{
+#pragma unroll
+    for (int p = 0; p < chunk_quads; ++p) {
+        const uint4 v = chunk_quad(const_cast<uint4*>(slots), j, p);
+        w[4 * p] = v.x;
+        w[4 * p + 1] = v.y;
+        w[4 * p + 2] = v.z;
+        w[4 * p + 3] = v.w;
+    }
+}
+__device__ __forceinline__ void store_quads(uint4* slots, int j, const unsigned (&w)[chunk_words])
+{
+#pragma unroll
+    for (int p = 0; p < chunk_quads; ++p) {
+        chunk_quad(slots, j, p) = uint4{w[4 * p], w[4 * p + 1], w[4 * p + 2], w[4 * p + 3]};
+    }
+}
+
+/// The thread's words of G: chunks 0 to register_chunks − 1 in registers,
+/// the others in shared memory (chunk_quad).
+struct TensorEntries {
+    unsigned reg[register_chunks][chunk_words];
+    uint4* slots;
+};
+
+__device__ __forceinline__ float gram_entry(const float* gram, int n, int row, int col)
+{
+    return row < n && col < n ? __ldg(gram + static_cast<size_type>(row) * n + col) : 0.0f;
+}
+
+/// v = hi + lo in halves, each rounded to nearest: |v − hi − lo| ≤ 2^-24 |v|
+/// where lo is normal.
+struct HalfPair {
+    __half hi, lo;
+};
+__device__ __forceinline__ HalfPair split_half(float v)
+{
+    const __half hi = __float2half_rn(v);
+    return {hi, __float2half_rn(v - __half2float(hi))};
+}
+__device__ __forceinline__ unsigned pack_halves(__half first, __half second)
+{
+    return static_cast<unsigned>(__half_as_ushort(first)) |
+           static_cast<unsigned>(__half_as_ushort(second)) << 16;
+}
+
+/// Word q and 6 + q of a chunk from the pair (v0, v1) of row exponent e.
+__device__ __forceinline__ void put_pair(unsigned (&w)[chunk_words], int q, float v0, float v1, int e)
+{
+    const HalfPair p0 = split_half(ldexpf(v0, e));
+    const HalfPair p1 = split_half(ldexpf(v1, e));
+    w[q] = pack_halves(p0.hi, p1.hi);
+    w[6 + q] = pack_halves(p0.lo, p1.lo);
+}
+
+/// v·2^e, exact where v and the result are normal floats (two products
+/// by powers of two, each a float; |e| ≤ 252). Against ldexpf, a few
+/// instructions on the direction step's and the product's paths.
+__device__ __forceinline__ float power_of_two(int e) { return __int_as_float((e + 127) << 23); }
+__device__ __forceinline__ float times_power_of_two(float v, int e)
+{
+    e = e < -252 ? -252 : e > 252 ? 252 : e;
+    const int half = e / 2;
+    return v * power_of_two(half) * power_of_two(e - half);
+}
+
+/// e with v < 2^e (v > 0 finite; a subnormal v gives −1022).
+__device__ __forceinline__ int exponent_above(double v)
+{
+    return static_cast<int>(__double_as_longlong(v) >> 52) - 1022;
+}
+
+/// The exponent e that puts v·2^e below 2^top (v ≥ 0; 0 where v is 0 or not finite).
+__device__ __forceinline__ int exponent_below(double v, int top)
+{
+    if (!(v > 0.0) || !isfinite(v)) return 0;
+    return top - exponent_above(v);
+}
+
+/// One mma.m16n8k16 (row-major A, column-major B, f16 in, f32 accumulators).
+__device__ __forceinline__ void mma_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2,
+                                          unsigned a3, uint2 b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
+#endif
+}
 
 struct BatchArgs {
     CgnrParams params;
@@ -91,7 +227,8 @@ struct BatchArgs {
     float* g;            // may be h
     float* d;
     CgnrScalars* scalars;  // [batch]
-    float4* d_all;       // [max_cols] d of every column (zeroed, so 0 past n and the batch)
+    __half* d_all;       // [chunks][32][4] d of every column and frame as the mma's B operand
+                         // (direction_slot; zeroed, so 0 past n and the batch)
     float4* x_all;       // [max_cols] x of every column, for the gradients from the rows of A
                          // (each block stages it in shared memory)
     float4* image_sums;  // [4][sum_copies][max_cols] zeroed: Aᵀb, h0 of a warm start, two for the
@@ -118,11 +255,13 @@ enum BatchPhase : int {
 
 struct BatchBlock {
     union {
-        float rows[warps][batch_values];                // the warps' row sums
+        float rows[warps][keepers];                     // the warps' products, [row][frame]
         double shares[keepers / 32][batch_sums];        // the keeper warps' shares
     } scratch;
     double totals[batch_sums];
     CgnrScalars state[batch_slots];
+    unsigned row_max[block_rows];  // the largest |G| of each row (float bits) while G is loaded
+    int row_exponent[block_rows];  // G's row r scaled by 2^row_exponent[r]
     float alpha[batch_slots];
     float beta[batch_slots];
     int flags[batch_slots];
@@ -152,56 +291,102 @@ __device__ __forceinline__ float4 summed(const float4* sum, int j)
     return t;
 }
 
-/// (G d) of the block's rows for every frame: keeper t gets row t / 4 of
-/// frame t % 4 (the other threads 0). Two barriers.
-__device__ __forceinline__ float batch_rows_times(BatchBlock& s, const Entries& g,
-                                                  const float4* d_all, bool clock_on)
+/// Where d of (column, frame) sits in the B operands: chunk column / 16,
+/// lane 4 f + t (d_hi; 4 (f + 4) + t for d_lo) with t the column's pair in
+/// its half of the chunk, register half (column % 16) / 8, half column % 2.
+__device__ __forceinline__ int direction_slot(int column, int lane_frame)
 {
-    // value i = frame·6 + row: lo[i] below 16, hi[i − 16] above
-    float lo[16], hi[8];
+    const int k = column % chunk_cols;
+    const int lane = 4 * lane_frame + (k % 8) / 2;
+    return ((column / chunk_cols * 32 + lane) * 2 + k / 8) * 2 + k % 2;
+}
+
+/// The keeper's d of (column, frame), scaled by 2^e, as its hi and lo halves.
+__device__ __forceinline__ void put_direction(__half* d_all, int column, int frame, float d, int e)
+{
+    const HalfPair p = split_half(times_power_of_two(d, e));
+    d_all[direction_slot(column, frame)] = p.hi;
+    d_all[direction_slot(column, frame + batch_slots)] = p.lo;
+}
+
+/// 2^(⌊e/2⌋ + 1) with v < 2^e: at least √2 √v, a margin beyond the
+/// 1e-4 of an expanded ‖g‖², without a square root on the scalar code's
+/// path (v itself where it is not positive or not finite).
+__device__ __forceinline__ double root_above(double v)
+{
+    if (!(v > 0.0) || !isfinite(v)) return v;
+    const int r = (exponent_above(v) >> 1) + 1;  // (arithmetic shift: ⌊e/2⌋)
+    return __longlong_as_double(static_cast<long long>(r + 1023) << 52);
+}
+
+/// A keeper's bound on |d| of its frame and the exponent d is stored with
+/// (every keeper of a frame computes the same, in registers: on thread f
+/// of the scalar code the bound took ~150 cycles an iteration while the
+/// block waited). d_{k+1} from β_k and ‖g_{k+1}‖: |d_{k+1}| ≤ ‖g_{k+1}‖ +
+/// |β| max |d_k|. The margins cover ‖g_{k+1}‖² expanded (within ~1e-4 of
+/// the stored vector's, cgnr_scalars.hpp) and the direction step's
+/// rounding; a margin on the whole bound would compound over the
+/// iterations. Loose by ≤ 2√k against ‖d_k‖ in exact arithmetic.
+struct DirectionScale {
+    double bound = 0.0;
+    int exponent = 0;
+
+    __device__ __forceinline__ void set(double b)
+    {
+        bound = b;
+        exponent = exponent_below(b, direction_top_exponent);
+    }
+    /// gg = ‖g_{k+1}‖², beta = β_k as the elements take it.
+    __device__ __forceinline__ void step(double gg, float beta)
+    {
+        set(root_above(gg) + (1.0 + 0x1p-20) * fabs(static_cast<double>(beta)) * bound);
+    }
+};
+
+/// (G d) of the block's rows for every frame: keeper t gets row t / 4 of
+/// frame t % 4 (the other threads 0); d_exponent: its frame's. Two barriers.
+__device__ __forceinline__ float batch_rows_times(BatchBlock& s, const TensorEntries& g,
+                                                  const __half* d_all, int d_exponent, bool clock_on)
+{
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int warp = static_cast<int>(threadIdx.x / 32);
+    const uint2* const b = reinterpret_cast<const uint2*>(d_all);
+    // rows 0–15 (hi, then lo, into the same sums); rows 16–23 with their hi
+    // halves as the tile's rows 0–7 and their lo halves as rows 8–15, so
+    // that no row of a tile is zero (3 mma a chunk)
+    float top[4] = {}, bottom[4] = {};
 #pragma unroll
-    for (int i = 0; i < 16; ++i) lo[i] = 0.0f;
+    for (int j = 0; j < warp_chunks; ++j) {
+        const uint2 bv = __ldcg(b + warp_chunk(j) * 32 + lane);
+        unsigned w[chunk_words];
+        if (j < register_chunks) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) hi[i] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < BatchLayout::thread_cols; ++c) {
-        // (plain loads: the grid sync before invalidates L1, and the four row
-        // groups' loads of one column meet there)
-        const float4 v = d_all[BatchLayout::column(c)];
-        const float vf[batch_slots] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int r = 0; r < BatchLayout::group_rows; r += 2) {
-            const float2 e2 = g.pair(c * BatchLayout::group_rows + r);
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const float e = q == 0 ? e2.x : e2.y;
-#pragma unroll
-                for (int f = 0; f < batch_slots; ++f) {
-                    const int i = f * BatchLayout::group_rows + r + q;
-                    if (i < 16) {
-                        lo[i < 16 ? i : 0] = __fmaf_rn(e, vf[f], lo[i < 16 ? i : 0]);
-                    } else {
-                        hi[i < 16 ? 0 : i - 16] = __fmaf_rn(e, vf[f], hi[i < 16 ? 0 : i - 16]);
-                    }
-                }
-            }
+            for (int q = 0; q < chunk_words; ++q) w[q] = g.reg[j < register_chunks ? j : 0][q];
+        } else {
+            load_quads(g.slots, j, w);
         }
+        mma_16816(top, w[0], w[1], w[2], w[3], bv);
+        mma_16816(top, w[6], w[7], w[8], w[9], bv);
+        mma_16816(bottom, w[4], w[10], w[5], w[11], bv);
     }
     mark(s, clock_on, bph_products);
-    const float t_lo = warp_sum_scatter<16>(lo);  // lane l: the warp's value l / 2
-    const float t_hi = warp_sum_scatter<8>(hi);   // lane l: the warp's value 16 + l / 4
-    const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
-    if (lane % 2 == 0) s.scratch.rows[warp][lane / 2] = t_lo;
-    if (lane % 4 == 0) s.scratch.rows[warp][16 + lane / 4] = t_hi;
+    // columns f (d_hi) and f + 4 (d_lo) of a frame are lanes t and t + 2
+    float v[6] = {top[0], top[1], top[2], top[3], bottom[0] + bottom[2], bottom[1] + bottom[3]};
+#pragma unroll
+    for (int i = 0; i < 6; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], 2);
+    const int t = lane % 4;
+    if (t < 2) {
+        const int r = lane / 4;
+        float* const to = s.scratch.rows[warp];
+        *reinterpret_cast<float2*>(to + r * batch_slots + 2 * t) = float2{v[0], v[1]};
+        *reinterpret_cast<float2*>(to + (r + 8) * batch_slots + 2 * t) = float2{v[2], v[3]};
+        *reinterpret_cast<float2*>(to + (r + 16) * batch_slots + 2 * t) = float2{v[4], v[5]};
+    }
     __syncthreads();
     float u = 0.0f;
     if (threadIdx.x < keepers) {
-        const int element = threadIdx.x / batch_slots;
-        const int i = threadIdx.x % batch_slots * BatchLayout::group_rows +
-                      element % BatchLayout::group_rows;
-        const int first = element / BatchLayout::group_rows * batch_group_warps;  // its group's warps
-        for (int w = 0; w < batch_group_warps; ++w) u += s.scratch.rows[first + w][i];
+        for (int w = 0; w < warps; ++w) u += s.scratch.rows[w][threadIdx.x];
+        u = times_power_of_two(u, -(s.row_exponent[threadIdx.x / batch_slots] + d_exponent));
     }
     __syncthreads();
     return u;
@@ -299,13 +484,90 @@ __device__ __forceinline__ void stage_x(const float4* x_all, float4* xs)
     __syncthreads();
 }
 
-/// G's entries in the lent slots, loaded again after a scatter (a barrier
-/// must precede: every thread's reads of xs done).
-__device__ __forceinline__ void reload_lent_entries(Gram gram, float* slots)
+/// Chunk j's pairs as floats (word q the pair's first entry, 6 + q its
+/// second), and the largest |G| of the thread's rows g, g + 8, 16 + g.
+__device__ __forceinline__ void gram_chunk(const float* gram, int n, int j,
+                                           unsigned (&w)[chunk_words], float (&most)[3])
 {
-#pragma unroll 8
-    for (int p = entries - lent_entries; p < entries; ++p) {
-        slots[slot_index(p)] = BatchLayout::entry(gram, p);
+    const int first = static_cast<int>(blockIdx.x) * block_rows;
+#pragma unroll
+    for (int q = 0; q < 6; ++q) {
+        const int col = fragment_col(warp_chunk(j), q);
+        const float v0 = gram_entry(gram, n, first + fragment_row(q), col);
+        const float v1 = gram_entry(gram, n, first + fragment_row(q), col + 1);
+        w[q] = __float_as_uint(v0);
+        w[6 + q] = __float_as_uint(v1);
+        const int which = q == 0 || q == 2 ? 0 : q == 1 || q == 3 ? 1 : 2;
+        most[which] = fmaxf(most[which], fmaxf(fabsf(v0), fabsf(v1)));
+    }
+}
+
+/// Chunk words as floats (gram_chunk) split into halves with the block's row exponents.
+__device__ __forceinline__ void split_chunk(const BatchBlock& s, unsigned (&w)[chunk_words])
+{
+#pragma unroll
+    for (int q = 0; q < 6; ++q) {
+        put_pair(w, q, __uint_as_float(w[q]), __uint_as_float(w[6 + q]),
+                 s.row_exponent[fragment_row(q)]);
+    }
+}
+
+/// The thread's entries of G: a first pass finds each row's largest |G|
+/// (the entries kept as floats meanwhile), then each chunk is split into
+/// halves in place. The chunks in shared memory in loops of their own
+/// (unrolled, they took the iteration's registers). Three barriers.
+__device__ __forceinline__ TensorEntries load_entries(BatchBlock& s, const float* gram, int n,
+                                                      uint4* slots)
+{
+    TensorEntries g{};
+    g.slots = slots;
+    if (threadIdx.x < block_rows) s.row_max[threadIdx.x] = 0u;
+    __syncthreads();
+    float most[3] = {};
+#pragma unroll
+    for (int j = 0; j < register_chunks; ++j) gram_chunk(gram, n, j, g.reg[j], most);
+#pragma unroll 1
+    for (int j = register_chunks; j < warp_chunks; ++j) {
+        unsigned w[chunk_words];
+        gram_chunk(gram, n, j, w, most);
+        store_quads(slots, j, w);
+    }
+    // (non-negative floats order as their bits; fmaxf passes over NaNs)
+#pragma unroll
+    for (int i = 0; i < 3; ++i) atomicMax(&s.row_max[fragment_row(i == 0 ? 0 : i == 1 ? 1 : 4)],
+                                          __float_as_uint(most[i]));
+    __syncthreads();
+    if (threadIdx.x < block_rows) {
+        s.row_exponent[threadIdx.x] =
+            exponent_below(__uint_as_float(s.row_max[threadIdx.x]), row_top_exponent);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < register_chunks; ++j) split_chunk(s, g.reg[j]);
+#pragma unroll 1
+    for (int j = register_chunks; j < warp_chunks; ++j) {
+        unsigned w[chunk_words];
+        load_quads(slots, j, w);
+        split_chunk(s, w);
+        store_quads(slots, j, w);
+    }
+    return g;
+}
+
+/// The thread's lent chunks of G loaded again from device memory (with the
+/// block's row exponents) after a scatter; a barrier must precede (every
+/// thread's reads of x done). A loop of its own: unrolled, it took
+/// registers from the iteration's (ptxas spilled 300 bytes).
+__device__ __forceinline__ void reload_lent_chunks(const BatchBlock& s, const float* gram, int n,
+                                                   uint4* slots)
+{
+#pragma unroll 1
+    for (int j = warp_chunks - lent_chunks; j < warp_chunks; ++j) {
+        unsigned w[chunk_words];
+        float most[3] = {};
+        gram_chunk(gram, n, j, w, most);
+        split_chunk(s, w);
+        store_quads(slots, j, w);
     }
 }
 
@@ -338,7 +600,7 @@ template <class System>
 __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System sys, BatchArgs a)
 {
     const long long started = clock64();
-    extern __shared__ float slots[];
+    extern __shared__ uint4 slots[];  // batch_shared_bytes
     __shared__ alignas(BatchBlock) unsigned char block_bytes[sizeof(BatchBlock)];  // (no constructor runs)
     BatchBlock& s = *reinterpret_cast<BatchBlock*>(block_bytes);
     const int n = a.n;
@@ -358,7 +620,8 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     float x = kept ? a.x[at] : 0.0f;
     float4* const ab_sum = a.image_sums;
     float4* const h0_sum = a.image_sums + sum_floats;
-    float4* const xs = reinterpret_cast<float4*>(slots + (in_shared - lent_entries) * threads);
+    float4* const xs = reinterpret_cast<float4*>(&chunk_quad(slots, warp_chunks - lent_chunks, 0) -
+                                                 threadIdx.x);
     if (warm) {
         if (keeper) slot_of(a.x_all, row, frame) = x;
         grid_barrier();
@@ -367,7 +630,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     }
     scatter_rows_batch(sys, a.m, a.batch, a.b, nullptr, ab_sum);
     __syncthreads();  // xs read by every thread before G's entries take the slots
-    const Entries g = BatchLayout::load(Gram{a.gram, n}, slots);
+    TensorEntries g = load_entries(s, a.gram, n, slots);
     grid_barrier();
     // h0 and d0 = −h0 of the block's elements; ‖h0‖² and ‖Aᵀb‖² of each
     // frame from the blocks' shares (β's buffer)
@@ -383,7 +646,6 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         add_shares(s, v, a, exchange);
     }
     float d = -h;
-    if (keeper) slot_of(a.d_all, row, frame) = d;
     grid_barrier();
     read_totals(s, a, exchange++);
     if (threadIdx.x < batch_slots) {
@@ -399,6 +661,11 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         publish_frame(s, f, 0);
     }
     __syncthreads();
+    // d0 in the B operands once its exponent is known: |d0| ≤ ‖h0‖
+    DirectionScale scale;
+    scale.set(root_above(s.totals[frame * frame_sums]));
+    if (keeper) put_direction(a.d_all, row, frame, d, scale.exponent);
+    grid_barrier();
 
     const bool clock_on = a.phases != 0 && blockIdx.x == 0 && threadIdx.x == 0;
     if (clock_on) {
@@ -411,7 +678,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     int replaced = 0;
     for (; any_frame(s.running, 1); ++k) {
         // u_k = G d_k, the block's rows of every frame
-        const float u = batch_rows_times(s, g, a.d_all, clock_on);
+        const float u = batch_rows_times(s, g, a.d_all, scale.exponent, clock_on);
         mark(s, clock_on, bph_row_sums);
         {
             double v[frame_sums] = {};
@@ -477,7 +744,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             scatter_rows_batch(sys, a.m, a.batch, a.b, xs, sum);
             __syncthreads();
             mark(s, clock_on, bph_scatter);
-            reload_lent_entries(Gram{a.gram, n}, slots);
+            reload_lent_chunks(s, a.gram, n, slots);
             __syncthreads();  // (for the clock: every thread's entries back)
             mark(s, clock_on, bph_reload);
             grid_barrier();
@@ -511,8 +778,11 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         }
         mark(s, clock_on, bph_beta);
         // d_{k+1} = −g_{k+1} + β_k d_k of the frames still running
-        if (kept && s.running[frame] != 0) d = next_direction(h, s.beta[frame], d);
-        if (keeper) slot_of(a.d_all, row, frame) = d;
+        if (kept && s.running[frame] != 0) {
+            d = next_direction(h, s.beta[frame], d);
+            scale.step(s.state[frame].gg, s.beta[frame]);
+        }
+        if (keeper) put_direction(a.d_all, row, frame, d, scale.exponent);
         mark(s, clock_on, bph_direction);
         grid_barrier();
         mark(s, clock_on, bph_sync_after);
@@ -545,6 +815,8 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     if (blockIdx.x == 0 && threadIdx.x < a.batch) a.scalars[threadIdx.x] = s.state[threadIdx.x];
 }
 
+static_assert(chunks * 32 * 4 * sizeof(__half) == max_cols * sizeof(float4),
+              "d_all takes a float4 per column");
 // A batch's: d_all, x_all and four gradients' copies (float4 per column), then
 // the exchanges' totals (doubles). All zeroed at the start.
 constexpr std::size_t batch_vector_floats = (2 + 4 * sum_copies) * batch_slots * max_cols;
@@ -564,11 +836,11 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
     BatchArgs args{};
     set_problem(args, p);
     args.batch = p.batch;
-    args.d_all = vectors;
+    args.d_all = reinterpret_cast<__half*>(vectors);
     args.x_all = vectors + max_cols;
     args.image_sums = vectors + 2 * max_cols;
     args.totals = totals;
-    launch_on_rows(exec, normal_matrix_batch_kernel<System>, n, sys, args);
+    launch_on_rows(exec, batch_shared_bytes, normal_matrix_batch_kernel<System>, n, sys, args);
 }
 
 }  // namespace
@@ -578,7 +850,7 @@ std::string normal_matrix_batch_fits(const Executor& exec, const PersistentCgnrP
     return std::visit(
         [&](const auto& sys) {
             return kernel_fits(exec, normal_matrix_batch_kernel<std::decay_t<decltype(sys)>>,
-                               cols_of(p.system));
+                               cols_of(p.system), batch_shared_bytes);
         },
         p.system);
 }

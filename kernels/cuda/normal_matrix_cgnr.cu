@@ -63,6 +63,90 @@ namespace {
 
 using namespace normal_matrix;
 
+// This kernel's layout of G's entries: 2 row groups of 256 threads, 12
+// rows each; thread t of a group takes 12 columns of its rows, 32 of its
+// 144 entries in registers and 112 in shared memory (224 KB).
+constexpr int groups = 2;                           // row groups of a block
+constexpr int group_threads = threads / groups;     // 256
+constexpr int group_warps = group_threads / 32;     // 8
+constexpr int group_rows = block_rows / groups;     // 12: rows of G per group
+constexpr int thread_cols = max_cols / group_threads;  // 12: columns per thread
+constexpr int entries = group_rows * thread_cols;   // G entries per thread: 144
+constexpr int in_registers = 32;
+constexpr int in_shared = entries - in_registers;   // 112 slots of `threads` floats: 224 KB
+constexpr std::size_t shared_bytes = static_cast<std::size_t>(in_shared) * threads * sizeof(float);
+
+static_assert(in_registers % 2 == 0, "the entries in shared memory start a pair");
+
+/// Where entries p and p + 1 (p ≥ in_registers, p even) live in shared
+/// memory: pairs of slots, each thread's two entries side by side, so that
+/// they come in one 8-byte load (a warp's is two lines, as two 4-byte loads
+/// are; half the load instructions). The index counts float2s.
+__device__ __forceinline__ int pair_index(int p)
+{
+    return (p - in_registers) / 2 * threads + static_cast<int>(threadIdx.x);
+}
+
+/// Where entry p ≥ in_registers lives, counted in floats.
+__device__ __forceinline__ int slot_index(int p) { return 2 * pair_index(p) + (p - in_registers) % 2; }
+
+/// The thread's 144 entries of G (which row and column each one is, is the
+/// kernel's layout): the first in_registers in registers, the others in
+/// shared-memory slots (slot_index).
+struct Entries {
+    float reg[in_registers];
+    const float* slots;
+
+    /// Entries p and p + 1, p even (in shared memory: one 8-byte load).
+    __device__ __forceinline__ float2 pair(int p) const
+    {
+        if (p < in_registers) {
+            return float2{reg[p < in_registers ? p : 0], reg[p + 1 < in_registers ? p + 1 : 0]};
+        }
+        return reinterpret_cast<const float2*>(slots)[pair_index(p)];
+    }
+};
+
+/// G: the [n][n] normal matrix, row by row.
+struct Gram {
+    const float* entries;
+    int n;
+};
+
+/// Which of the block's entries of G a thread takes: thread t of group g
+/// takes rows 24 b + 12 g + r at columns t, t + 256, ..., t + 2,816, entry
+/// p = c·12 + r being G(24 b + 12 g + r, column(c)).
+struct Layout {
+    __device__ __forceinline__ static int column(int c)
+    {
+        return c * group_threads + threadIdx.x % group_threads;
+    }
+
+    __device__ __forceinline__ static float entry(Gram gram, int p)
+    {
+        const int row =
+            blockIdx.x * block_rows + threadIdx.x / group_threads * group_rows + p % group_rows;
+        const int col = column(p / group_rows);
+        return row < gram.n && col < gram.n
+                   ? __ldg(gram.entries + static_cast<size_type>(row) * gram.n + col)
+                   : 0.0f;
+    }
+
+    /// The thread's entries from G in device memory (each thread writes only
+    /// its own slots).
+    __device__ __forceinline__ static Entries load(Gram gram, float* slots)
+    {
+        Entries e{{}, slots};
+#pragma unroll
+        for (int p = 0; p < in_registers; ++p) e.reg[p] = entry(gram, p);
+#pragma unroll 16
+        for (int p = in_registers; p < entries; ++p) {
+            slots[slot_index(p)] = entry(gram, p);
+        }
+        return e;
+    }
+};
+
 constexpr int sums = 5;                             // f, gᵀd, hᵀu, uᵀu, hᵀh
 // G's entries of column c = 11 (12 slots, 24 KB), lent to x and an image
 // while a gradient is formed from the rows of A, and loaded again after
@@ -115,8 +199,6 @@ struct Block {
     long long cycles[ph_count];
     long long last;
 };
-
-using Layout = EntryLayout<groups>;  // 2 row groups of 12 rows, 12 columns a thread
 
 __device__ __forceinline__ int column(int c) { return Layout::column(c); }
 __device__ __forceinline__ float entry_of(Gram gram, int p) { return Layout::entry(gram, p); }
@@ -490,7 +572,7 @@ std::string kernels_fit(const Executor& exec, const PersistentCgnrProblem& p)
     const index_t n = cols_of(p.system);
     const bool single = p.batch == 1 || p.batch % normal_matrix_batch_frames == 1;
     if (single) {
-        std::string why = kernel_fits(exec, normal_matrix_cgnr_kernel<System>, n);
+        std::string why = kernel_fits(exec, normal_matrix_cgnr_kernel<System>, n, shared_bytes);
         if (!why.empty()) return why;
     }
     if (p.batch > 1) return normal_matrix_batch_fits(exec, p);
@@ -536,7 +618,7 @@ void launch_single(const Executor& exec, const System& sys, const PersistentCgnr
     set_problem(args, p);
     args.image_sums = workspace;
     args.u_slots = workspace + 4 * max_cols;
-    launch_on_rows(exec, normal_matrix_cgnr_kernel<System>, n, sys, args);
+    launch_on_rows(exec, shared_bytes, normal_matrix_cgnr_kernel<System>, n, sys, args);
 }
 
 }  // namespace
