@@ -98,11 +98,13 @@ static_assert(keepers % 32 == 0, "the keepers fill whole warps");
 constexpr int row_top_exponent = 15;
 constexpr int direction_top_exponent = 14;
 
-/// The block's G rows 24 b + r, as the mma's A operand: word q < 6 of a
-/// lane's chunk c is the pair of entries at (fragment_row(q),
-/// fragment_col(c, q)) and the next column, hi halves; word 6 + q the same pair's lo halves. Rows
-/// 0–15 are one 16-row tile (words 0–3), rows 16–23 half of another (words
-/// 4–5, and its other half the same rows' lo halves, words 10–11).
+/// The block's G rows 24 b + r, as the mma's A operand: pair q < 6 of a
+/// lane's chunk c is the entries at (fragment_row(q), fragment_col(c, q))
+/// and the next column, its hi halves in word hi_word(q), its lo halves in
+/// lo_word(q). Rows 0–15 are one 16-row tile (pairs 0–3: hi in words 0–3,
+/// lo in words 4–7), rows 16–23 half of another (pairs 4–5), whose other
+/// half is the same rows' lo halves (words 8–11, in the tile's register
+/// order), so that each 16-byte load is one operand as it stands.
 __device__ __forceinline__ int fragment_row(int q)
 {
     const int g = static_cast<int>(threadIdx.x % 32) / 4;
@@ -113,6 +115,8 @@ __device__ __forceinline__ int fragment_col(int chunk, int q)
     const int t = static_cast<int>(threadIdx.x % 4);
     return chunk * chunk_cols + 2 * t + (q == 2 || q == 3 || q == 5 ? 8 : 0);
 }
+__device__ __forceinline__ int hi_word(int q) { return q < 4 ? q : 8 + 2 * (q - 4); }
+__device__ __forceinline__ int lo_word(int q) { return q < 4 ? 4 + q : 9 + 2 * (q - 4); }
 __device__ __forceinline__ int warp_chunk(int j) { return static_cast<int>(threadIdx.x / 32) + warps * j; }
 
 /// Quad p of the thread's shared chunk j (j ≥ register_chunks).
@@ -168,13 +172,14 @@ __device__ __forceinline__ unsigned pack_halves(__half first, __half second)
            static_cast<unsigned>(__half_as_ushort(second)) << 16;
 }
 
-/// Word q and 6 + q of a chunk from the pair (v0, v1) of row exponent e.
+/// Words hi_word(q) and lo_word(q) of a chunk from the pair (v0, v1) of
+/// row exponent e.
 __device__ __forceinline__ void put_pair(unsigned (&w)[chunk_words], int q, float v0, float v1, int e)
 {
     const HalfPair p0 = split_half(ldexpf(v0, e));
     const HalfPair p1 = split_half(ldexpf(v1, e));
-    w[q] = pack_halves(p0.hi, p1.hi);
-    w[6 + q] = pack_halves(p0.lo, p1.lo);
+    w[hi_word(q)] = pack_halves(p0.hi, p1.hi);
+    w[lo_word(q)] = pack_halves(p0.lo, p1.lo);
 }
 
 /// v·2^e, exact where v and the result are normal floats (two products
@@ -366,8 +371,8 @@ __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const TensorEnt
             load_quads(g.slots, j, w);
         }
         mma_16816(top, w[0], w[1], w[2], w[3], bv);
-        mma_16816(top, w[6], w[7], w[8], w[9], bv);
-        mma_16816(bottom, w[4], w[10], w[5], w[11], bv);
+        mma_16816(top, w[4], w[5], w[6], w[7], bv);
+        mma_16816(bottom, w[8], w[9], w[10], w[11], bv);
     }
     mark(s, clock_on, bph_products);
     // columns f (d_hi) and f + 4 (d_lo) of a frame are lanes t and t + 2
@@ -484,8 +489,8 @@ __device__ __forceinline__ void stage_x(const float4* x_all, float4* xs)
     __syncthreads();
 }
 
-/// Chunk j's pairs as floats (word q the pair's first entry, 6 + q its
-/// second), and the largest |G| of the thread's rows g, g + 8, 16 + g.
+/// Chunk j's pairs as floats (word hi_word(q) the pair's first entry,
+/// lo_word(q) its second), and the largest |G| of the thread's rows g, g + 8, 16 + g.
 __device__ __forceinline__ void gram_chunk(const float* gram, int n, int j,
                                            unsigned (&w)[chunk_words], float (&most)[3])
 {
@@ -495,8 +500,8 @@ __device__ __forceinline__ void gram_chunk(const float* gram, int n, int j,
         const int col = fragment_col(warp_chunk(j), q);
         const float v0 = gram_entry(gram, n, first + fragment_row(q), col);
         const float v1 = gram_entry(gram, n, first + fragment_row(q), col + 1);
-        w[q] = __float_as_uint(v0);
-        w[6 + q] = __float_as_uint(v1);
+        w[hi_word(q)] = __float_as_uint(v0);
+        w[lo_word(q)] = __float_as_uint(v1);
         const int which = q == 0 || q == 2 ? 0 : q == 1 || q == 3 ? 1 : 2;
         most[which] = fmaxf(most[which], fmaxf(fabsf(v0), fabsf(v1)));
     }
@@ -507,7 +512,7 @@ __device__ __forceinline__ void split_chunk(const BatchBlock& s, unsigned (&w)[c
 {
 #pragma unroll
     for (int q = 0; q < 6; ++q) {
-        put_pair(w, q, __uint_as_float(w[q]), __uint_as_float(w[6 + q]),
+        put_pair(w, q, __uint_as_float(w[hi_word(q)]), __uint_as_float(w[lo_word(q)]),
                  s.row_exponent[fragment_row(q)]);
     }
 }
