@@ -67,8 +67,9 @@ constexpr int sum_floats = sum_copies * max_cols;       // float4s of one gradie
 // row that puts the row's largest entry in [2^14, 2^15); likewise d per
 // frame with an exponent from a bound on |d| (DirectionScale). hi + lo
 // keep G and d to ~2^-24 of each value (the float rounding they had), the
-// products hi·hi, hi·lo and lo·hi are exact in the f32 accumulators (lo·lo,
-// ~2^-24, comes along in the same instruction). Against 4 FMAs per entry
+// products hi·hi, hi·lo and lo·hi are exact (11 x 11 bits) and summed in
+// the f32 accumulators (lo·lo, ~2^-24, comes along in the same
+// instruction). Against 4 FMAs per entry
 // in float (576 instructions a thread each iteration, ~3.2k issue cycles of
 // the product's ~4.4k: history v22), the product is 36 tensor instructions
 // a warp (history v24). The halves' range: within a row, entries more than
