@@ -24,8 +24,6 @@
 // all frames, into one of 8 copies of the sum). The start's norms, too,
 // come from the blocks' shares.
 
-#include <cuda_fp16.h>
-
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -33,6 +31,7 @@
 #include <variant>
 
 #include "grid_barrier.cuh"
+#include "half_pairs.cuh"
 #include "kernels/cgnr_scalars.hpp"
 #include "launch.cuh"
 #include "normal_matrix_batch_cgnr.cuh"
@@ -62,19 +61,19 @@ constexpr int sum_floats = sum_copies * max_cols;       // float4s of one gradie
 // The batch kernel's entries of G are the A operands of the tensor cores'
 // half-precision products (mma.m16n8k16, f32 accumulators): G d for the
 // block's 24 rows and 4 frames as 16-column chunks of G times 16 x 8 chunks
-// of d, 8 columns = 4 frames' d_hi and d_lo. Each entry is two halves,
-// hi = fp16(2^s G) and lo = fp16(2^s G − hi), with s a power of two per
-// row that puts the row's largest entry in [2^14, 2^15); likewise d per
-// frame with an exponent from a bound on |d| (DirectionScale). hi + lo
-// keep G and d to ~2^-24 of each value (the float rounding they had), the
-// products hi·hi, hi·lo and lo·hi are exact (11 x 11 bits) and summed in
-// the f32 accumulators (lo·lo, ~2^-24, comes along in the same
-// instruction). Against 4 FMAs per entry
-// in float (576 instructions a thread each iteration, ~3.2k issue cycles of
-// the product's ~4.4k: history v22), the product is 36 tensor instructions
-// a warp (history v24). The halves' range: within a row, entries more than
-// ~2^17 below its largest keep fewer bits (lo no longer normal), down to an
-// absolute ~2^-40 of the largest; likewise d's entries below its bound.
+// of d, 8 columns = 4 frames' d_hi and d_lo. Each entry is two halves, hi =
+// fp16(2^s G) and lo = fp16(2^s G − hi), with s a power of two per row that
+// puts the row's largest entry in [2^14, 2^15); likewise d per frame with an
+// exponent from a bound on |d| (DirectionScale). hi + lo keep G and d to
+// 2^-22 of each value (two bits short of the float's 2^-24), the products
+// hi·hi, hi·lo and lo·hi are exact (11 x 11 bits) and summed in the f32
+// accumulators (lo·lo, ≤ 2^-22, comes along in the same instruction).
+// Against 4 FMAs per entry in float (576 instructions a thread each
+// iteration, ~3.2k issue cycles of the product's ~4.4k: history v22), the
+// product is 36 tensor instructions a warp (history v24). The halves' range:
+// within a row, entries more than ~2^17 below its largest keep fewer bits
+// (lo no longer normal), down to an absolute ~2^-40 of the largest; likewise
+// d's entries below its bound.
 constexpr int chunk_cols = 16;                         // k of one mma
 constexpr int chunks = max_cols / chunk_cols;          // 192
 constexpr int warp_chunks = chunks / warps;            // 12: warp w takes chunks w, w + 16, ...
@@ -157,22 +156,6 @@ __device__ __forceinline__ float gram_entry(const float* gram, int n, int row, i
     return row < n && col < n ? __ldg(gram + static_cast<size_type>(row) * n + col) : 0.0f;
 }
 
-/// v = hi + lo in halves, each rounded to nearest: |v − hi − lo| ≤ 2^-24 |v|
-/// where lo is normal.
-struct HalfPair {
-    __half hi, lo;
-};
-__device__ __forceinline__ HalfPair split_half(float v)
-{
-    const __half hi = __float2half_rn(v);
-    return {hi, __float2half_rn(v - __half2float(hi))};
-}
-__device__ __forceinline__ unsigned pack_halves(__half first, __half second)
-{
-    return static_cast<unsigned>(__half_as_ushort(first)) |
-           static_cast<unsigned>(__half_as_ushort(second)) << 16;
-}
-
 /// Words hi_word(q) and lo_word(q) of a chunk from the pair (v0, v1) of
 /// row exponent e.
 __device__ __forceinline__ void put_pair(unsigned (&w)[chunk_words], int q, float v0, float v1, int e)
@@ -181,43 +164,6 @@ __device__ __forceinline__ void put_pair(unsigned (&w)[chunk_words], int q, floa
     const HalfPair p1 = split_half(ldexpf(v1, e));
     w[hi_word(q)] = pack_halves(p0.hi, p1.hi);
     w[lo_word(q)] = pack_halves(p0.lo, p1.lo);
-}
-
-/// v·2^e, exact where v and the result are normal floats (two products
-/// by powers of two, each a float; |e| ≤ 252). Against ldexpf, a few
-/// instructions on the direction step's and the product's paths.
-__device__ __forceinline__ float power_of_two(int e) { return __int_as_float((e + 127) << 23); }
-__device__ __forceinline__ float times_power_of_two(float v, int e)
-{
-    e = e < -252 ? -252 : e > 252 ? 252 : e;
-    const int half = e / 2;
-    return v * power_of_two(half) * power_of_two(e - half);
-}
-
-/// e with v < 2^e (v > 0 finite; a subnormal v gives −1022).
-__device__ __forceinline__ int exponent_above(double v)
-{
-    return static_cast<int>(__double_as_longlong(v) >> 52) - 1022;
-}
-
-/// The exponent e that puts v·2^e below 2^top (v ≥ 0; 0 where v is 0 or not finite).
-__device__ __forceinline__ int exponent_below(double v, int top)
-{
-    if (!(v > 0.0) || !isfinite(v)) return 0;
-    return top - exponent_above(v);
-}
-
-/// One mma.m16n8k16 (row-major A, column-major B, f16 in, f32 accumulators).
-__device__ __forceinline__ void mma_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2,
-                                          unsigned a3, uint2 b)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
-#endif
 }
 
 struct BatchArgs {
@@ -313,16 +259,6 @@ __device__ __forceinline__ void put_direction(__half* d_all, int column, int fra
     const HalfPair p = split_half(times_power_of_two(d, e));
     d_all[direction_slot(column, frame)] = p.hi;
     d_all[direction_slot(column, frame + batch_slots)] = p.lo;
-}
-
-/// 2^(⌊e/2⌋ + 1) with v < 2^e: at least √2 √v, a margin beyond the
-/// 1e-4 of an expanded ‖g‖², without a square root on the scalar code's
-/// path (v itself where it is not positive or not finite).
-__device__ __forceinline__ double root_above(double v)
-{
-    if (!(v > 0.0) || !isfinite(v)) return v;
-    const int r = (exponent_above(v) >> 1) + 1;  // (arithmetic shift: ⌊e/2⌋)
-    return __longlong_as_double(static_cast<long long>(r + 1023) << 52);
 }
 
 /// A keeper's bound on |d| of its frame and the exponent d is stored with
