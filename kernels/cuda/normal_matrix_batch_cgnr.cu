@@ -43,7 +43,7 @@ namespace {
 
 using namespace normal_matrix;
 
-constexpr int batch_slots = normal_matrix_batch_frames;  // frames of a launch, one float4 per column
+constexpr int batch_slots = normal_matrix_batch_frames;  // frames of a launch (x_all: one float4 a column)
 constexpr int keepers = block_rows * batch_slots;       // 96: the threads that own the block's elements
 constexpr int frame_sums = 5;                           // f, gᵀd, hᵀu, uᵀu, hᵀh
 constexpr int batch_sums = batch_slots * frame_sums;    // 20 shares a block publishes
@@ -418,7 +418,7 @@ __device__ __forceinline__ void scatter_rows_batch(const System& sys, index_t m,
     }
 }
 
-/// x of every column from x_all into the lent slots xs, for the block's
+/// x of every column from x_all into the lent chunks xs, for the block's
 /// scatter (x_all was written before a grid sync). Ends with a barrier.
 __device__ __forceinline__ void stage_x(const float4* x_all, float4* xs)
 {
@@ -758,8 +758,8 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
 }
 
 static_assert(chunks * 32 * 4 * sizeof(__half) == max_cols * sizeof(float4),
-              "d_all takes a float4 per column");
-// A batch's: d_all, x_all and four gradients' copies (float4 per column), then
+              "d_all takes the bytes of a float4 per column");
+// A batch's: d_all (halves), x_all and four gradients' copies (float4 per column), then
 // the exchanges' totals (doubles). All zeroed at the start.
 constexpr std::size_t batch_vector_floats = (2 + 4 * sum_copies) * batch_slots * max_cols;
 constexpr std::size_t batch_workspace_floats =
