@@ -105,10 +105,15 @@ constexpr int direction_top_exponent = 14;
 /// lo in words 4–7), rows 16–23 half of another (pairs 4–5), whose other
 /// half is the same rows' lo halves (words 8–11, in the tile's register
 /// order), so that each 16-byte load is one operand as it stands.
+/// fragment_kind(q): which of the lane's three rows pair q lies in (g,
+/// g + 8 or 16 + g).
+__device__ __forceinline__ int fragment_kind(int q)
+{
+    return q == 0 || q == 2 ? 0 : q == 1 || q == 3 ? 1 : 2;
+}
 __device__ __forceinline__ int fragment_row(int q)
 {
-    const int g = static_cast<int>(threadIdx.x % 32) / 4;
-    return q == 0 || q == 2 ? g : q == 1 || q == 3 ? g + 8 : 16 + g;
+    return static_cast<int>(threadIdx.x % 32) / 4 + 8 * fragment_kind(q);
 }
 __device__ __forceinline__ int fragment_col(int chunk, int q)
 {
@@ -120,7 +125,8 @@ __device__ __forceinline__ int lo_word(int q) { return q < 4 ? 4 + q : 9 + 2 * (
 __device__ __forceinline__ int warp_chunk(int j) { return static_cast<int>(threadIdx.x / 32) + warps * j; }
 
 /// Quad p of the thread's shared chunk j (j ≥ register_chunks).
-__device__ __forceinline__ uint4& chunk_quad(uint4* slots, int j, int p)
+template <class Quad>  // uint4 or const uint4
+__device__ __forceinline__ Quad& chunk_quad(Quad* slots, int j, int p)
 {
     return slots[((j - register_chunks) * chunk_quads + p) * threads + threadIdx.x];
 }
@@ -129,7 +135,7 @@ __device__ __forceinline__ void load_quads(const uint4* slots, int j, unsigned (
 {
 #pragma unroll
     for (int p = 0; p < chunk_quads; ++p) {
-        const uint4 v = chunk_quad(const_cast<uint4*>(slots), j, p);
+        const uint4 v = chunk_quad(slots, j, p);
         w[4 * p] = v.x;
         w[4 * p + 1] = v.y;
         w[4 * p + 2] = v.z;
@@ -150,11 +156,6 @@ struct TensorEntries {
     unsigned reg[register_chunks][chunk_words];
     uint4* slots;
 };
-
-__device__ __forceinline__ float gram_entry(const float* gram, int n, int row, int col)
-{
-    return row < n && col < n ? __ldg(gram + static_cast<size_type>(row) * n + col) : 0.0f;
-}
 
 /// Words hi_word(q) and lo_word(q) of a chunk from the pair (v0, v1) of
 /// row exponent e.
@@ -435,12 +436,11 @@ __device__ __forceinline__ void gram_chunk(const float* gram, int n, int j,
 #pragma unroll
     for (int q = 0; q < 6; ++q) {
         const int col = fragment_col(warp_chunk(j), q);
-        const float v0 = gram_entry(gram, n, first + fragment_row(q), col);
-        const float v1 = gram_entry(gram, n, first + fragment_row(q), col + 1);
+        const float v0 = gram_entry(Gram{gram, n}, first + fragment_row(q), col);
+        const float v1 = gram_entry(Gram{gram, n}, first + fragment_row(q), col + 1);
         w[hi_word(q)] = __float_as_uint(v0);
         w[lo_word(q)] = __float_as_uint(v1);
-        const int which = q == 0 || q == 2 ? 0 : q == 1 || q == 3 ? 1 : 2;
-        most[which] = fmaxf(most[which], fmaxf(fabsf(v0), fabsf(v1)));
+        most[fragment_kind(q)] = fmaxf(most[fragment_kind(q)], fmaxf(fabsf(v0), fabsf(v1)));
     }
 }
 
@@ -476,8 +476,9 @@ __device__ __forceinline__ TensorEntries load_entries(BatchBlock& s, const float
     }
     // (non-negative floats order as their bits; fmaxf passes over NaNs)
 #pragma unroll
-    for (int i = 0; i < 3; ++i) atomicMax(&s.row_max[fragment_row(i == 0 ? 0 : i == 1 ? 1 : 4)],
-                                          __float_as_uint(most[i]));
+    for (int i = 0; i < 3; ++i) {
+        atomicMax(&s.row_max[threadIdx.x % 32 / 4 + 8 * i], __float_as_uint(most[i]));
+    }
     __syncthreads();
     if (threadIdx.x < block_rows) {
         s.row_exponent[threadIdx.x] =

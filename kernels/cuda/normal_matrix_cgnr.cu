@@ -107,12 +107,6 @@ struct Entries {
     }
 };
 
-/// G: the [n][n] normal matrix, row by row.
-struct Gram {
-    const float* entries;
-    int n;
-};
-
 /// Which of the block's entries of G a thread takes: thread t of group g
 /// takes rows 24 b + 12 g + r at columns t, t + 256, ..., t + 2,816, entry
 /// p = c·12 + r being G(24 b + 12 g + r, column(c)).
@@ -126,10 +120,7 @@ struct Layout {
     {
         const int row =
             blockIdx.x * block_rows + threadIdx.x / group_threads * group_rows + p % group_rows;
-        const int col = column(p / group_rows);
-        return row < gram.n && col < gram.n
-                   ? __ldg(gram.entries + static_cast<size_type>(row) * gram.n + col)
-                   : 0.0f;
+        return gram_entry(gram, row, column(p / group_rows));
     }
 
     /// The thread's entries from G in device memory (each thread writes only

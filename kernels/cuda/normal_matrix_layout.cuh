@@ -61,6 +61,21 @@ __device__ __forceinline__ float next_direction(float g, float beta, float d)
     return __fmaf_rn(beta, d, -g);
 }
 
+/// G: the [n][n] normal matrix, row by row.
+struct Gram {
+    const float* entries;
+    int n;
+};
+
+/// G(row, col), 0 past n (the blocks' rows and the layouts' columns run to
+/// whole tiles).
+__device__ __forceinline__ float gram_entry(Gram gram, int row, int col)
+{
+    return row < gram.n && col < gram.n
+               ? __ldg(gram.entries + static_cast<size_type>(row) * gram.n + col)
+               : 0.0f;
+}
+
 /// *to += v, four floats in one atomic on sm_90 (one at a time before).
 __device__ __forceinline__ void add_four(float4* to, float4 v)
 {

@@ -14,36 +14,22 @@
 #include <random>
 #include <vector>
 
+#include "cuda_test_support.hpp"
 #include "half_pairs.cuh"
-#include "kernels/executor.hpp"
-#include "test_utils.hpp"
 
 namespace recon::kernels::cuda {
 namespace {
 
-bool device_present() { return cuda_device_count() > 0; }
-
-#define RECON_SKIP_WITHOUT_GPU()                                                 \
-    if (!device_present()) GTEST_SKIP() << "no CUDA device (this build or machine has no GPU)"
-
-/// Copies v to the device, runs launch(device pointer), copies `out_count`
-/// values of type Out back.
+/// Copies v to the device, runs launch(its device pointer, the output's),
+/// copies `out_count` values of type Out back.
 template <class In, class Out, class Launch>
 std::vector<Out> on_device(const std::vector<In>& v, std::size_t out_count, Launch launch)
 {
-    In* in = nullptr;
-    Out* out = nullptr;
-    EXPECT_EQ(cudaMalloc(&in, v.size() * sizeof(In)), cudaSuccess);
-    EXPECT_EQ(cudaMalloc(&out, out_count * sizeof(Out)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(in, v.data(), v.size() * sizeof(In), cudaMemcpyHostToDevice), cudaSuccess);
-    launch(in, out);
+    const Array<In> in = test::upload(v);
+    Array<Out> out{test::gpu(), static_cast<size_type>(out_count)};
+    launch(in.data(), out.data());
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    std::vector<Out> result(out_count);
-    EXPECT_EQ(cudaMemcpy(result.data(), out, out_count * sizeof(Out), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    cudaFree(in);
-    cudaFree(out);
-    return result;
+    return out.to_host();
 }
 
 /// A float of random sign with its magnitude in [2^(lo − 1), 2^hi).
@@ -68,7 +54,7 @@ __global__ void split_kernel(const float* v, int n, float2* out)
 // non-finite.
 TEST(HalfPairs, SplitKeepsTwentyTwoBits)
 {
-    RECON_SKIP_WITHOUT_GPU();
+    RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
@@ -115,7 +101,7 @@ __global__ void scale_kernel(const Scaled* s, int n, float* out)
 // for |e| up to 250 (two factors, each a normal float).
 TEST(HalfPairs, PowerOfTwoScalingIsExact)
 {
-    RECON_SKIP_WITHOUT_GPU();
+    RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
@@ -159,7 +145,7 @@ __global__ void exponent_kernel(const double* v, int n, Exponents* out)
 // the root.
 TEST(HalfPairs, ExponentsAndTheRootBound)
 {
-    RECON_SKIP_WITHOUT_GPU();
+    RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
@@ -267,7 +253,7 @@ __global__ void tile_product_kernel(const Tile* tiles, int count, float* out)
 // float G d of the unscaled values sits within ~16 roundings (2^-20).
 TEST(HalfPairs, TensorProductOfPairsMatchesDouble)
 {
-    RECON_SKIP_WITHOUT_GPU();
+    RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
