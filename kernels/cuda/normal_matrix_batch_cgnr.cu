@@ -219,6 +219,7 @@ struct BatchBlock {
     float beta[batch_slots];
     int flags[batch_slots];
     int running[batch_slots];
+    int next_replacement;  // the iteration k + 1 that replaces h next
     long long cycles[bph_count];
     long long last;
 };
@@ -514,13 +515,16 @@ __device__ __forceinline__ void reload_lent_chunks(const BatchBlock& s, const fl
     }
 }
 
-/// Thread f makes frame f's outcome known to the block (a barrier must follow).
-__device__ __forceinline__ void publish_frame(BatchBlock& s, int f, int flags)
+/// Thread f stores frame f's state and makes its outcome known to the
+/// block (a barrier must follow); from the state in registers, not read
+/// back from shared memory.
+__device__ __forceinline__ void publish_frame(BatchBlock& s, int f, const CgnrScalars& state, int flags)
 {
+    s.state[f] = state;
     s.flags[f] = flags;
-    s.alpha[f] = static_cast<float>(s.state[f].alpha);
-    s.beta[f] = static_cast<float>(s.state[f].beta);
-    s.running[f] = s.state[f].status == SolveStatus::running ? 1 : 0;
+    s.alpha[f] = static_cast<float>(state.alpha);
+    s.beta[f] = static_cast<float>(state.beta);
+    s.running[f] = state.status == SolveStatus::running ? 1 : 0;
 }
 
 __device__ __forceinline__ bool any_frame(const int (&v)[batch_slots], int mask)
@@ -593,15 +597,14 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     read_totals(s, a, exchange++);
     if (threadIdx.x < batch_slots) {
         const int f = threadIdx.x;
+        CgnrScalars state{};
         if (f < a.batch) {
-            s.state[f] = a.scalars[f];
-            cgnr_scalars_begin(s.state[f], a.params, s.totals[f * frame_sums],
-                               s.totals[f * frame_sums + 1]);
+            state = a.scalars[f];
+            cgnr_scalars_begin(state, a.params, s.totals[f * frame_sums], s.totals[f * frame_sums + 1]);
         } else {
-            s.state[f] = CgnrScalars{};
-            s.state[f].status = SolveStatus::max_iterations;  // (no frame: never runs)
+            state.status = SolveStatus::max_iterations;  // (no frame: never runs)
         }
-        publish_frame(s, f, 0);
+        publish_frame(s, f, state, 0);
     }
     __syncthreads();
     // d0 in the B operands once its exponent is known: |d0| ≤ ‖h0‖
@@ -619,6 +622,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     }
     int k = 0;
     int replaced = 0;
+    if (threadIdx.x == 0) s.next_replacement = a.replacement;  // (a barrier follows in the loop)
     for (; any_frame(s.running, 1); ++k) {
         // u_k = G d_k, the block's rows of every frame
         const float u = batch_rows_times(s, g, a.d_all, scale.exponent, clock_on);
@@ -640,7 +644,10 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         mark(s, clock_on, bph_sync);
         read_totals(s, a, exchange++);
         mark(s, clock_on, bph_totals);
-        const bool replace = a.replacement > 0 && (k + 1) % a.replacement == 0;
+        // every a.replacement-th iteration (0: never), from a count in
+        // shared memory: a modulo here cost ~300 cycles of the scalar
+        // code's path, a count in a register a spill (history v25)
+        const bool replace = k + 1 == s.next_replacement;
         if (threadIdx.x < batch_slots) {
             // α_k and, expanded, β_k of frame f
             const int f = threadIdx.x;
@@ -658,11 +665,11 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                     }
                 }
             }
-            s.state[f] = state;
-            publish_frame(s, f, flags);
+            publish_frame(s, f, state, flags);
         }
         __syncthreads();
         mark(s, clock_on, bph_scalars);
+        if (replace && threadIdx.x == 0) s.next_replacement += a.replacement;  // (read before the barrier)
         if (!any_frame(s.flags, step_taken)) break;  // every frame stopped (every block alike)
         // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k
         const int flags = s.flags[frame];
@@ -712,9 +719,10 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             if (threadIdx.x < batch_slots) {
                 const int f = threadIdx.x;
                 if ((s.flags[f] & step_taken) != 0 && (s.flags[f] & beta_known) == 0) {
-                    cgnr_scalars_end(s.state[f], a.params, s.totals[f * frame_sums],
+                    CgnrScalars state = s.state[f];
+                    cgnr_scalars_end(state, a.params, s.totals[f * frame_sums],
                                      s.totals[f * frame_sums + 1]);
-                    publish_frame(s, f, s.flags[f] | beta_known);
+                    publish_frame(s, f, state, s.flags[f] | beta_known);
                 }
             }
             __syncthreads();
