@@ -150,11 +150,10 @@ __device__ __forceinline__ void store_quads(uint4* slots, int j, const unsigned 
     }
 }
 
-/// The thread's words of G: chunks 0 to register_chunks − 1 in registers,
-/// the others in shared memory (chunk_quad).
+/// The thread's words of G held in registers: chunks 0 to
+/// register_chunks − 1 (the others in the kernel's shared slots, chunk_quad).
 struct TensorEntries {
     unsigned reg[register_chunks][chunk_words];
-    uint4* slots;
 };
 
 /// Words hi_word(q) and lo_word(q) of a chunk from the pair (v0, v1) of
@@ -288,9 +287,11 @@ struct DirectionScale {
 };
 
 /// (G d) of the block's rows for every frame: keeper t gets row t / 4 of
-/// frame t % 4 (the other threads 0); d_exponent: its frame's. Two barriers.
+/// frame t % 4 (the other threads 0); G's words in g and `slots`;
+/// d_exponent: its frame's. Two barriers.
 __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const TensorEntries& g,
-                                                  const __half* d_all, int d_exponent, bool clock_on)
+                                                  const uint4* slots, const __half* d_all,
+                                                  int d_exponent, bool clock_on)
 {
     const int lane = static_cast<int>(threadIdx.x % 32);
     const int warp = static_cast<int>(threadIdx.x / 32);
@@ -307,7 +308,7 @@ __device__ __forceinline__ float batch_rows_times(BatchBlock& s, const TensorEnt
 #pragma unroll
             for (int q = 0; q < chunk_words; ++q) w[q] = g.reg[j < register_chunks ? j : 0][q];
         } else {
-            load_quads(g.slots, j, w);
+            load_quads(slots, j, w);
         }
         mma_16816(top, w[0], w[1], w[2], w[3], bv);
         mma_16816(top, w[4], w[5], w[6], w[7], bv);
@@ -463,7 +464,6 @@ __device__ __forceinline__ TensorEntries load_entries(BatchBlock& s, const float
                                                       uint4* slots)
 {
     TensorEntries g{};
-    g.slots = slots;
     if (threadIdx.x < block_rows) s.row_max[threadIdx.x] = 0u;
     __syncthreads();
     float most[3] = {};
@@ -625,7 +625,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     if (threadIdx.x == 0) s.next_replacement = a.replacement;  // (a barrier follows in the loop)
     for (; any_frame(s.running, 1); ++k) {
         // u_k = G d_k, the block's rows of every frame
-        const float u = batch_rows_times(s, g, a.d_all, scale.exponent, clock_on);
+        const float u = batch_rows_times(s, g, slots, a.d_all, scale.exponent, clock_on);
         mark(s, clock_on, bph_row_sums);
         {
             double v[frame_sums] = {};

@@ -32,6 +32,17 @@ std::vector<Out> on_device(const std::vector<In>& v, std::size_t out_count, Laun
     return out.to_host();
 }
 
+/// kernel(in, n, out) over every element of v, 256 threads a block: one
+/// output per input.
+template <class In, class Out>
+std::vector<Out> each_on_device(const std::vector<In>& v, void (*kernel)(const In*, int, Out*))
+{
+    const int n = static_cast<int>(v.size());
+    return on_device<In, Out>(v, v.size(), [&](const In* in, Out* out) {
+        kernel<<<(n + 255) / 256, 256>>>(in, n, out);
+    });
+}
+
 /// A float of random sign with its magnitude in [2^(lo − 1), 2^hi).
 float random_float(std::mt19937_64& rng, int lo, int hi)
 {
@@ -64,10 +75,7 @@ TEST(HalfPairs, SplitKeepsTwentyTwoBits)
     v[1] = -0.0f;
     v[2] = std::numeric_limits<float>::quiet_NaN();
     v[3] = std::numeric_limits<float>::infinity();
-    const int n = static_cast<int>(v.size());
-    const auto out = on_device<float, float2>(v, v.size(), [&](const float* in, float2* o) {
-        split_kernel<<<(n + 255) / 256, 256>>>(in, n, o);
-    });
+    const auto out = each_on_device(v, split_kernel);
     EXPECT_EQ(out[0].x, 0.0f);
     EXPECT_EQ(out[0].y, 0.0f);
     EXPECT_EQ(out[1].x, 0.0f);
@@ -115,10 +123,7 @@ TEST(HalfPairs, PowerOfTwoScalingIsExact)
     }
     cases[0] = {std::ldexp(1.0f, -126), 250};
     cases[1] = {std::ldexp(1.0f, 126), -250};
-    const int n = static_cast<int>(cases.size());
-    const auto out = on_device<Scaled, float>(cases, cases.size(), [&](const Scaled* in, float* o) {
-        scale_kernel<<<(n + 255) / 256, 256>>>(in, n, o);
-    });
+    const auto out = each_on_device(cases, scale_kernel);
     for (std::size_t i = 0; i < cases.size(); ++i) {
         const float expected = std::ldexp(cases[i].v, cases[i].e);
         ASSERT_EQ(out[i], expected) << cases[i].v << " * 2^" << cases[i].e;
@@ -158,10 +163,7 @@ TEST(HalfPairs, ExponentsAndTheRootBound)
     v[2] = std::numeric_limits<double>::quiet_NaN();
     v[3] = std::numeric_limits<double>::denorm_min();
     v[4] = std::numeric_limits<double>::max();
-    const int n = static_cast<int>(v.size());
-    const auto out = on_device<double, Exponents>(v, v.size(), [&](const double* in, Exponents* o) {
-        exponent_kernel<<<(n + 255) / 256, 256>>>(in, n, o);
-    });
+    const auto out = each_on_device(v, exponent_kernel);
     EXPECT_EQ(out[0].below, 0);
     EXPECT_EQ(out[0].root, 0.0);
     EXPECT_EQ(out[1].below, 0);
