@@ -13,9 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/executor.hpp"
+#include "cuda_test_support.hpp"
 #include "scaled_dots.cuh"
-#include "test_utils.hpp"
 
 namespace recon::kernels::cuda {
 namespace {
@@ -56,21 +55,12 @@ __global__ void fused_step_dots_kernel(const Case* cases, int count, double* out
 /// The five sums of each case on the device.
 std::vector<double> on_device(const std::vector<Case>& cases)
 {
-    Case* dev_cases = nullptr;
-    double* dev_out = nullptr;
     const int count = static_cast<int>(cases.size());
-    EXPECT_EQ(cudaMalloc(&dev_cases, cases.size() * sizeof(Case)), cudaSuccess);
-    EXPECT_EQ(cudaMalloc(&dev_out, cases.size() * sums * sizeof(double)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(dev_cases, cases.data(), cases.size() * sizeof(Case), cudaMemcpyHostToDevice),
-              cudaSuccess);
-    fused_step_dots_kernel<<<(count + 127) / 128, 128>>>(dev_cases, count, dev_out);
+    const Array<Case> in = test::upload(cases);
+    Array<double> out{test::gpu(), static_cast<size_type>(cases.size() * sums)};
+    fused_step_dots_kernel<<<(count + 127) / 128, 128>>>(in.data(), count, out.data());
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    std::vector<double> out(cases.size() * sums);
-    EXPECT_EQ(cudaMemcpy(out.data(), dev_out, out.size() * sizeof(double), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    cudaFree(dev_cases);
-    cudaFree(dev_out);
-    return out;
+    return out.to_host();
 }
 
 /// One sum in double over the float values, and the sum of its terms' sizes.
@@ -104,18 +94,13 @@ Values random_values(std::mt19937_64& rng, int scale, int spread)
     return v;
 }
 
-bool device_present()
-{
-    return cuda_device_count() > 0;
-}
-
 // Each of d, h and u at its own scale, 2^-120 to 2^120, with entries over 8
 // binary orders of magnitude: within 12 roundings of float of the terms'
 // sizes, where float products of the unscaled values would have lost
 // everything (below 2^-149) or overflowed (above 2^128).
 TEST(ScaledDots, MatchDoubleSumsAtEveryScale)
 {
-    if (!device_present()) GTEST_SKIP() << "no CUDA device (this build or machine has no GPU)";
+    RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
@@ -140,7 +125,7 @@ TEST(ScaledDots, MatchDoubleSumsAtEveryScale)
 // scaled up like any others; entries near float's largest do not overflow.
 TEST(ScaledDots, ZerosDenormalsAndTheLargestFloats)
 {
-    if (!device_present()) GTEST_SKIP() << "no CUDA device (this build or machine has no GPU)";
+    RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
@@ -165,7 +150,7 @@ TEST(ScaledDots, ZerosDenormalsAndTheLargestFloats)
 // others as they were.
 TEST(ScaledDots, NonFiniteEntriesStayNonFinite)
 {
-    if (!device_present()) GTEST_SKIP() << "no CUDA device (this build or machine has no GPU)";
+    RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
