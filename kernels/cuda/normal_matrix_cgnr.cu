@@ -107,36 +107,30 @@ struct Entries {
     }
 };
 
-/// Which of the block's entries of G a thread takes: thread t of group g
-/// takes rows 24 b + 12 g + r at columns t, t + 256, ..., t + 2,816, entry
-/// p = c·12 + r being G(24 b + 12 g + r, column(c)).
-struct Layout {
-    __device__ __forceinline__ static int column(int c)
-    {
-        return c * group_threads + threadIdx.x % group_threads;
-    }
+// Which of the block's entries of G a thread takes: thread t of group g
+// takes rows 24 b + 12 g + r at columns t, t + 256, ..., t + 2,816, entry
+// p = c·12 + r being G(24 b + 12 g + r, column(c)).
+__device__ __forceinline__ int column(int c) { return c * group_threads + threadIdx.x % group_threads; }
 
-    __device__ __forceinline__ static float entry(Gram gram, int p)
-    {
-        const int row =
-            blockIdx.x * block_rows + threadIdx.x / group_threads * group_rows + p % group_rows;
-        return gram_entry(gram, row, column(p / group_rows));
-    }
+__device__ __forceinline__ float entry_of(Gram gram, int p)
+{
+    const int row = blockIdx.x * block_rows + threadIdx.x / group_threads * group_rows + p % group_rows;
+    return gram_entry(gram, row, column(p / group_rows));
+}
 
-    /// The thread's entries from G in device memory (each thread writes only
-    /// its own slots).
-    __device__ __forceinline__ static Entries load(Gram gram, float* slots)
-    {
-        Entries e{{}, slots};
+/// The thread's entries from G in device memory (each thread writes only
+/// its own slots).
+__device__ __forceinline__ Entries load_entries(Gram gram, float* slots)
+{
+    Entries e{{}, slots};
 #pragma unroll
-        for (int p = 0; p < in_registers; ++p) e.reg[p] = entry(gram, p);
+    for (int p = 0; p < in_registers; ++p) e.reg[p] = entry_of(gram, p);
 #pragma unroll 16
-        for (int p = in_registers; p < entries; ++p) {
-            slots[slot_index(p)] = entry(gram, p);
-        }
-        return e;
+    for (int p = in_registers; p < entries; ++p) {
+        slots[slot_index(p)] = entry_of(gram, p);
     }
-};
+    return e;
+}
 
 constexpr int sums = 5;                             // f, gᵀd, hᵀu, uᵀu, hᵀh
 // G's entries of column c = 11 (12 slots, 24 KB), lent to x and an image
@@ -190,9 +184,6 @@ struct Block {
     long long cycles[ph_count];
     long long last;
 };
-
-__device__ __forceinline__ int column(int c) { return Layout::column(c); }
-__device__ __forceinline__ float entry_of(Gram gram, int p) { return Layout::entry(gram, p); }
 
 /// (G v) of the block's rows: lane l of warp 0 returns row l's value (the
 /// others 0). v holds the thread's columns. One barrier.
@@ -340,7 +331,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_cgnr_kernel(System s
     __syncthreads();
     add_image(image, a.image_sums + max_cols);
     __syncthreads();
-    const Entries g = Layout::load(Gram{a.gram, a.n}, slots);  // each thread reads and writes only its own slots
+    const Entries g = load_entries(Gram{a.gram, a.n}, slots);  // each thread reads and writes only its own slots
     grid_barrier();
     // g0 = h0;  d0 = −g0;  ‖g0‖² and ‖Aᵀb‖², summed by every block alike
     float h[thread_cols], d[thread_cols];
