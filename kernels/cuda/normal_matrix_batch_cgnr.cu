@@ -18,11 +18,12 @@
 // u never leaves its block. Iterations that need β from the new gradient
 // (residual replacements, cancelled expansions) exchange its two sums
 // through a third sync. For the gradients from the rows of A (at the start
-// and at each residual replacement) G's last 48 KB of shared memory hold x
+// and at residual replacements) G's last 48 KB of shared memory hold x
 // of every column and frame, and are loaded again after; the rows' terms
 // go straight into global sums with four-float atomics (one per entry for
 // all frames, into one of 8 copies of the sum). The start's norms, too,
-// come from the blocks' shares.
+// come from the blocks' shares. A replacement once x has settled takes G
+// instead of the rows (gram_route_ratio): h = h_last + G (x − x_last).
 
 #include <cstdio>
 #include <stdexcept>
@@ -92,6 +93,18 @@ constexpr int lent_chunks = 2;
 static_assert(lent_chunks * chunk_slot_bytes == max_cols * sizeof(float4),
               "the lent chunks hold x of every column and frame");
 static_assert(keepers % 32 == 0, "the keepers fill whole warps");
+// A residual replacement forms h = Aᵀ(A x − b) from the rows of A (~60–70k
+// cycles: 1.8M four-float atomics on paper_large) unless every frame's x
+// moved by ‖Δx‖ ≤ 2^-8 ‖x‖ since the last replacement (x_last, h_last): then
+// h = h_last + G Δx, one more product on the tensor cores (~8k cycles with
+// its two grid syncs). Its error is proportional to Δx, not to x: G's and
+// Δx's halves keep 2^-22 of each value and the f32 sums 2^-24 of the terms,
+// so h carries ≲ 2^-22 ‖G‖ ‖Δx‖ ≤ 2^-30 ‖G‖ ‖x‖, against the ~2^-24 ‖Aᵀb‖
+// of h formed whole as G x − Aᵀb (which missed the ill-conditioned test's
+// 1e-4, docs/gpu-performance.md, v13), and each further replacement adds
+// its smaller Δx's share. The first replacement of a cold start (x_last =
+// 0, Δx = x) always takes the rows; so does any frame's non-finite Δx.
+constexpr double gram_route_ratio = 0x1p-16;  // of ‖Δx‖² to ‖x‖²
 // Where a scaled value sits: the largest entry of a row of G in
 // [2^14, 2^15), d of a frame below 2^14 (its bound may be loose by the
 // iterations' count, hence the room below fp16's 65,504).
@@ -182,11 +195,13 @@ struct BatchArgs {
     __half* d_all;       // [chunks][32][4] d of every column and frame as the mma's B operand
                          // (direction_slot; zeroed, so 0 past n and the batch)
     float4* x_all;       // [max_cols] x of every column, for the gradients from the rows of A
-                         // (each block stages it in shared memory)
+                         // (each block stages it in shared memory); x_last of the replacements
+    float4* h_last;      // [max_cols] h of every column at the last replacement
     float4* image_sums;  // [4][sum_copies][max_cols] zeroed: Aᵀb, h0 of a warm start, two for the
                          // replacements
     double* totals;      // [3][batch_sums][total_stride]: the exchanges' totals (exchange_totals)
     int phases;
+    int rows_only;       // every replacement from the rows (RECON_PERSISTENT_REPLACEMENT=rows)
 };
 
 /// The totals of exchange e (counted alike in every block): three buffers
@@ -202,7 +217,7 @@ enum BatchPhase : int {
     bph_products, bph_row_sums, bph_shares, bph_sync, bph_totals, bph_scalars, bph_step, bph_beta,
     bph_direction, bph_sync_after,
     // a residual replacement's parts (outside bph_step)
-    bph_x_sync, bph_scatter, bph_reload, bph_sum_sync, bph_load_h, bph_count
+    bph_route, bph_gram, bph_scatter, bph_reload, bph_sum_sync, bph_load_h, bph_count
 };
 
 struct BatchBlock {
@@ -219,6 +234,10 @@ struct BatchBlock {
     int flags[batch_slots];
     int running[batch_slots];
     int next_replacement;  // the iteration k + 1 that replaces h next
+    int gram_replacements;  // of them, those from G (thread 0 counts)
+    int gram_pending;       // the next product is G Δx (gram_route)
+    int dx_exponent[batch_slots];  // Δx of frame f stored with 2^dx_exponent[f]
+    float parked[keepers];  // u of the keepers during a replacement
     long long cycles[bph_count];
     long long last;
 };
@@ -543,6 +562,18 @@ __device__ __forceinline__ bool needs_beta_sums(const BatchBlock& s)
     return any;
 }
 
+/// Whether a replacement takes G: every frame's ‖Δx‖² (s.totals, sum 0)
+/// within gram_route_ratio of its ‖x‖² (sum 1); a barrier must precede.
+__device__ __forceinline__ bool gram_route(const BatchBlock& s, const BatchArgs& a)
+{
+    bool settled = a.rows_only == 0;
+#pragma unroll
+    for (int f = 0; f < batch_slots; ++f) {
+        settled = settled && s.totals[f * frame_sums] <= gram_route_ratio * s.totals[f * frame_sums + 1];
+    }
+    return settled;
+}
+
 template <class System>
 __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System sys, BatchArgs a)
 {
@@ -589,6 +620,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
             h = warm ? component(summed(h0_sum, row), frame) : static_cast<float>(-ab);
             v[0] = static_cast<double>(h) * h;
             v[1] = ab * ab;
+            slot_of(a.h_last, row, frame) = h;  // h_last of the first replacement (x_last: x0 in x_all)
         }
         add_shares(s, v, a, exchange);
     }
@@ -622,86 +654,143 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     }
     int k = 0;
     int replaced = 0;
-    if (threadIdx.x == 0) s.next_replacement = a.replacement;  // (a barrier follows in the loop)
-    for (; any_frame(s.running, 1); ++k) {
-        // u_k = G d_k, the block's rows of every frame
-        const float u = batch_rows_times(s, g, slots, a.d_all, scale.exponent, clock_on);
-        mark(s, clock_on, bph_row_sums);
-        {
-            double v[frame_sums] = {};
-            if (kept) {
-                const double dd = d, hh = h, uu = u;
-                v[0] = dd * uu;
-                v[1] = hh * dd;
-                v[2] = hh * uu;
-                v[3] = uu * uu;
-                v[4] = hh * hh;
+    if (threadIdx.x == 0) {  // (a barrier follows in the loop)
+        s.next_replacement = a.replacement;
+        s.gram_replacements = 0;
+        s.gram_pending = 0;
+    }
+    __syncthreads();
+    // A replacement from G (gram_route) takes its product G Δx from the
+    // loop's own product: it leaves Δx in d_all, sets s.gram_pending and
+    // goes back to the top, and the iteration goes on from there (a second
+    // product inlined in the replacement made ptxas spill).
+    while (s.gram_pending != 0 || any_frame(s.running, 1)) {
+        const bool gram_pass = s.gram_pending != 0;
+        // u_k = G d_k of the block's rows of every frame (or G Δx)
+        float u = batch_rows_times(s, g, slots, a.d_all,
+                                   gram_pass ? s.dx_exponent[frame] : scale.exponent,
+                                   clock_on && !gram_pass);
+        if (gram_pass) {
+            // h_{k+1} = h_last + G Δx
+            if (kept && (s.flags[frame] & step_taken) != 0) h = slot_of(a.h_last, row, frame) + u;
+            if (kept) slot_of(a.h_last, row, frame) = h;  // h_last of the next replacement
+            if (threadIdx.x < keepers) u = s.parked[threadIdx.x];
+            if (threadIdx.x == 0) s.gram_pending = 0;  // (read again after the grid syncs below)
+            mark(s, clock_on, bph_gram);
+        } else {
+            mark(s, clock_on, bph_row_sums);
+            {
+                double v[frame_sums] = {};
+                if (kept) {
+                    const double dd = d, hh = h, uu = u;
+                    v[0] = dd * uu;
+                    v[1] = hh * dd;
+                    v[2] = hh * uu;
+                    v[3] = uu * uu;
+                    v[4] = hh * hh;
+                }
+                add_shares(s, v, a, exchange);
             }
-            add_shares(s, v, a, exchange);
-        }
-        mark(s, clock_on, bph_shares);
-        grid_barrier();
-        mark(s, clock_on, bph_sync);
-        read_totals(s, a, exchange++);
-        mark(s, clock_on, bph_totals);
-        // every a.replacement-th iteration (0: never), from a count in
-        // shared memory: a modulo here cost ~300 cycles of the scalar
-        // code's path, a count in a register a spill (history v25)
-        const bool replace = k + 1 == s.next_replacement;
-        if (threadIdx.x < batch_slots) {
-            // α_k and, expanded, β_k of frame f
-            const int f = threadIdx.x;
-            CgnrScalars state = s.state[f];
-            int flags = 0;
-            if (state.status == SolveStatus::running) {
-                const double* t = s.totals + f * frame_sums;
-                state.f = t[0];
-                state.gd = t[1];
-                if (cgnr_scalars_alpha(state)) {
-                    flags = step_taken;
-                    const double step = static_cast<float>(state.alpha);
-                    if (!replace && cgnr_scalars_end_expanded(state, a.params, step, t[2], t[3], t[4])) {
-                        flags |= beta_known;
+            mark(s, clock_on, bph_shares);
+            grid_barrier();
+            mark(s, clock_on, bph_sync);
+            read_totals(s, a, exchange++);
+            mark(s, clock_on, bph_totals);
+            // every a.replacement-th iteration (0: never), from a count in
+            // shared memory: a modulo here cost ~300 cycles of the scalar
+            // code's path, a count in a register a spill (history v25)
+            const bool replace = k + 1 == s.next_replacement;
+            if (threadIdx.x < batch_slots) {
+                // α_k and, expanded, β_k of frame f
+                const int f = threadIdx.x;
+                CgnrScalars state = s.state[f];
+                int flags = 0;
+                if (state.status == SolveStatus::running) {
+                    const double* t = s.totals + f * frame_sums;
+                    state.f = t[0];
+                    state.gd = t[1];
+                    if (cgnr_scalars_alpha(state)) {
+                        flags = step_taken;
+                        const double step = static_cast<float>(state.alpha);
+                        if (!replace && cgnr_scalars_end_expanded(state, a.params, step, t[2], t[3], t[4])) {
+                            flags |= beta_known;
+                        }
                     }
                 }
+                publish_frame(s, f, state, flags);
             }
-            publish_frame(s, f, state, flags);
-        }
-        __syncthreads();
-        mark(s, clock_on, bph_scalars);
-        if (replace && threadIdx.x == 0) s.next_replacement += a.replacement;  // (read before the barrier)
-        if (!any_frame(s.flags, step_taken)) break;  // every frame stopped (every block alike)
-        // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k
-        const int flags = s.flags[frame];
-        if (kept && (flags & step_taken) != 0) {
-            x = stepped(x, s.alpha[frame], d);
-            h = stepped(h, s.alpha[frame], u);
-        }
-        if (replace) {
-            // h_{k+1} = Aᵀ(A x_{k+1} − b), against the recurrence's drift;
-            // two sums alternate, each replacement clears the next one's
-            if (keeper) slot_of(a.x_all, row, frame) = x;
-            float4* const sum = a.image_sums + (2 + replaced % 2) * sum_floats;
-            float4* const next = a.image_sums + (2 + (replaced + 1) % 2) * sum_floats;
-            ++replaced;
-            mark(s, clock_on, bph_step);
-            grid_barrier();
-            mark(s, clock_on, bph_x_sync);
-            for (int j = blockIdx.x * threads + threadIdx.x; j < sum_floats; j += gridDim.x * threads) {
-                next[j] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-            }
-            stage_x(a.x_all, xs);
-            scatter_rows_batch(sys, a.m, a.batch, a.b, xs, sum);
             __syncthreads();
-            mark(s, clock_on, bph_scatter);
-            reload_lent_chunks(s, a.gram, n, slots);
-            __syncthreads();  // (for the clock: every thread's entries back)
-            mark(s, clock_on, bph_reload);
-            grid_barrier();
-            mark(s, clock_on, bph_sum_sync);
-            if (kept && (flags & step_taken) != 0) h = component(summed(sum, row), frame);
-            __syncthreads();  // (for the clock: every keeper's h loaded)
-            mark(s, clock_on, bph_load_h);
+            mark(s, clock_on, bph_scalars);
+            if (replace && threadIdx.x == 0) {
+                s.next_replacement += a.replacement;  // (read before the barrier)
+            }
+            if (!any_frame(s.flags, step_taken)) break;  // every frame stopped (every block alike)
+            // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k
+            const int flags = s.flags[frame];
+            if (kept && (flags & step_taken) != 0) {
+                x = stepped(x, s.alpha[frame], d);
+                h = stepped(h, s.alpha[frame], u);
+            }
+            if (replace) {
+                // h_{k+1} consistent with x_{k+1}, against the recurrence's
+                // drift: Δx since the last replacement (x_last in x_all, each
+                // keeper its own slot) and x_{k+1} exchanged as ‖Δx‖², ‖x‖²;
+                // u_k waits in shared memory for the β exchange, should the
+                // loop's product take G Δx
+                if (threadIdx.x < keepers) s.parked[threadIdx.x] = u;
+                float dx = 0.0f;
+                if (keeper) {
+                    dx = x - slot_of(a.x_all, row, frame);
+                    slot_of(a.x_all, row, frame) = x;
+                }
+                mark(s, clock_on, bph_step);
+                {
+                    double v[2] = {};
+                    if (kept) {
+                        v[0] = static_cast<double>(dx) * dx;
+                        v[1] = static_cast<double>(x) * x;
+                    }
+                    add_shares(s, v, a, exchange);
+                }
+                grid_barrier();
+                read_totals(s, a, exchange++);
+                mark(s, clock_on, bph_route);
+                if (gram_route(s, a)) {
+                    // Δx in d_all (free until the direction step, which comes
+                    // after the β exchange's grid sync), then the product
+                    const int e = exponent_below(root_above(s.totals[frame * frame_sums]),
+                                                 direction_top_exponent);
+                    if (keeper) put_direction(a.d_all, row, frame, dx, e);
+                    if (threadIdx.x < batch_slots) s.dx_exponent[threadIdx.x] = e;
+                    if (threadIdx.x == 0) {
+                        ++s.gram_replacements;
+                        s.gram_pending = 1;
+                    }
+                    grid_barrier();
+                    continue;
+                }
+                // h_{k+1} = Aᵀ(A x_{k+1} − b) from the rows; two sums
+                // alternate, each such replacement clears the next one's
+                float4* const sum = a.image_sums + (2 + replaced % 2) * sum_floats;
+                float4* const next = a.image_sums + (2 + (replaced + 1) % 2) * sum_floats;
+                ++replaced;
+                for (int j = blockIdx.x * threads + threadIdx.x; j < sum_floats; j += gridDim.x * threads) {
+                    next[j] = float4{0.0f, 0.0f, 0.0f, 0.0f};
+                }
+                stage_x(a.x_all, xs);
+                scatter_rows_batch(sys, a.m, a.batch, a.b, xs, sum);
+                __syncthreads();
+                mark(s, clock_on, bph_scatter);
+                reload_lent_chunks(s, a.gram, n, slots);
+                __syncthreads();  // (for the clock: every thread's entries back)
+                mark(s, clock_on, bph_reload);
+                grid_barrier();
+                mark(s, clock_on, bph_sum_sync);
+                if (kept && (flags & step_taken) != 0) h = component(summed(sum, row), frame);
+                if (kept) slot_of(a.h_last, row, frame) = h;  // h_last of the next replacement
+                __syncthreads();  // (for the clock: every keeper's h loaded)
+                mark(s, clock_on, bph_load_h);
+            }
         }
         mark(s, clock_on, bph_step);
         if (needs_beta_sums(s)) {
@@ -737,6 +826,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         mark(s, clock_on, bph_direction);
         grid_barrier();
         mark(s, clock_on, bph_sync_after);
+        ++k;
     }
     if (clock_on && k > 0) {
         const double per = 1.0 / k;
@@ -747,14 +837,20 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                per * s.cycles[bph_shares], per * s.cycles[bph_sync], per * s.cycles[bph_totals],
                per * s.cycles[bph_scalars], per * s.cycles[bph_step],
                per * s.cycles[bph_beta], per * s.cycles[bph_direction],
-               per * s.cycles[bph_sync_after], replaced);
-        if (replaced > 0) {
-            const double each = 1.0 / replaced;
+               per * s.cycles[bph_sync_after], replaced + s.gram_replacements);
+        const int all = replaced + s.gram_replacements;
+        if (all > 0) {
+            // (a part's mean over the replacements that took it)
+            const auto over = [](long long c, int count) {
+                return count > 0 ? static_cast<double>(c) / count : 0.0;
+            };
             printf("normal-matrix batch kernel, %d frames, block 0's cycles per residual replacement "
-                   "over %d: x sync %.0f x staged, rows scattered %.0f G reloaded %.0f sync %.0f h loaded %.0f\n",
-                   a.batch, replaced, each * s.cycles[bph_x_sync], each * s.cycles[bph_scatter],
-                   each * s.cycles[bph_reload],
-                   each * s.cycles[bph_sum_sync], each * s.cycles[bph_load_h]);
+                   "over %d: Δx exchanged %.0f; over the %d from G: G Δx %.0f; over the %d from the "
+                   "rows: x staged, rows scattered %.0f G reloaded %.0f sync %.0f h loaded %.0f\n",
+                   a.batch, all, over(s.cycles[bph_route], all), s.gram_replacements,
+                   over(s.cycles[bph_gram], s.gram_replacements), replaced,
+                   over(s.cycles[bph_scatter], replaced), over(s.cycles[bph_reload], replaced),
+                   over(s.cycles[bph_sum_sync], replaced), over(s.cycles[bph_load_h], replaced));
         }
     }
     if (kept) {
@@ -768,9 +864,9 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
 
 static_assert(chunks * 32 * 4 * sizeof(__half) == max_cols * sizeof(float4),
               "d_all takes the bytes of a float4 per column");
-// A batch's: d_all (halves), x_all and four gradients' copies (float4 per column), then
-// the exchanges' totals (doubles). All zeroed at the start.
-constexpr std::size_t batch_vector_floats = (2 + 4 * sum_copies) * batch_slots * max_cols;
+// A batch's: d_all (halves), x_all, h_last and four gradients' copies (float4 per
+// column), then the exchanges' totals (doubles). All zeroed at the start.
+constexpr std::size_t batch_vector_floats = (3 + 4 * sum_copies) * batch_slots * max_cols;
 constexpr std::size_t batch_workspace_floats =
     batch_vector_floats + 2 * 3 * batch_sums * total_stride;
 static_assert(batch_vector_floats % 4 == 0, "the totals start 16-byte aligned");
@@ -789,8 +885,10 @@ void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrP
     args.batch = p.batch;
     args.d_all = reinterpret_cast<__half*>(vectors);
     args.x_all = vectors + max_cols;
-    args.image_sums = vectors + 2 * max_cols;
+    args.h_last = vectors + 2 * max_cols;
+    args.image_sums = vectors + 3 * max_cols;
     args.totals = totals;
+    args.rows_only = replacement_from_rows() ? 1 : 0;
     launch_on_rows(exec, batch_shared_bytes, normal_matrix_batch_kernel<System>, n, sys, args);
 }
 
