@@ -235,9 +235,7 @@ struct BatchBlock {
     int running[batch_slots];
     int next_replacement;  // the iteration k + 1 that replaces h next
     int gram_replacements;  // of them, those from G (thread 0 counts)
-    int gram_pending;       // the next product is G Δx (gram_route)
-    int dx_exponent[batch_slots];  // Δx of frame f stored with 2^dx_exponent[f]
-    float parked[keepers];  // u of the keepers during a replacement
+    float parked[keepers];  // u of the keepers during a replacement from G
     long long cycles[bph_count];
     long long last;
 };
@@ -657,118 +655,98 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     if (threadIdx.x == 0) {  // (a barrier follows in the loop)
         s.next_replacement = a.replacement;
         s.gram_replacements = 0;
-        s.gram_pending = 0;
     }
-    __syncthreads();
-    // A replacement from G (gram_route) takes its product G Δx from the
-    // loop's own product: it leaves Δx in d_all, sets s.gram_pending and
-    // goes back to the top, and the iteration goes on from there (a second
-    // product inlined in the replacement made ptxas spill).
-    while (s.gram_pending != 0 || any_frame(s.running, 1)) {
-        const bool gram_pass = s.gram_pending != 0;
-        // u_k = G d_k of the block's rows of every frame (or G Δx)
-        float u = batch_rows_times(s, g, slots, a.d_all,
-                                   gram_pass ? s.dx_exponent[frame] : scale.exponent,
-                                   clock_on && !gram_pass);
-        if (gram_pass) {
-            // h_{k+1} = h_last + G Δx
-            if (kept && (s.flags[frame] & step_taken) != 0) h = slot_of(a.h_last, row, frame) + u;
-            if (kept) slot_of(a.h_last, row, frame) = h;  // h_last of the next replacement
-            if (threadIdx.x < keepers) u = s.parked[threadIdx.x];
-            if (threadIdx.x == 0) s.gram_pending = 0;  // (read again after the grid syncs below)
-            mark(s, clock_on, bph_gram);
-        } else {
-            mark(s, clock_on, bph_row_sums);
+    for (; any_frame(s.running, 1); ++k) {
+        // u_k = G d_k, the block's rows of every frame
+        float u = batch_rows_times(s, g, slots, a.d_all, scale.exponent, clock_on);
+        mark(s, clock_on, bph_row_sums);
+        {
+            double v[frame_sums] = {};
+            if (kept) {
+                const double dd = d, hh = h, uu = u;
+                v[0] = dd * uu;
+                v[1] = hh * dd;
+                v[2] = hh * uu;
+                v[3] = uu * uu;
+                v[4] = hh * hh;
+            }
+            add_shares(s, v, a, exchange);
+        }
+        mark(s, clock_on, bph_shares);
+        grid_barrier();
+        mark(s, clock_on, bph_sync);
+        read_totals(s, a, exchange++);
+        mark(s, clock_on, bph_totals);
+        // every a.replacement-th iteration (0: never), from a count in
+        // shared memory: a modulo here cost ~300 cycles of the scalar
+        // code's path, a count in a register a spill (history v25)
+        const bool replace = k + 1 == s.next_replacement;
+        if (threadIdx.x < batch_slots) {
+            // α_k and, expanded, β_k of frame f
+            const int f = threadIdx.x;
+            CgnrScalars state = s.state[f];
+            int flags = 0;
+            if (state.status == SolveStatus::running) {
+                const double* t = s.totals + f * frame_sums;
+                state.f = t[0];
+                state.gd = t[1];
+                if (cgnr_scalars_alpha(state)) {
+                    flags = step_taken;
+                    const double step = static_cast<float>(state.alpha);
+                    if (!replace && cgnr_scalars_end_expanded(state, a.params, step, t[2], t[3], t[4])) {
+                        flags |= beta_known;
+                    }
+                }
+            }
+            publish_frame(s, f, state, flags);
+        }
+        __syncthreads();
+        mark(s, clock_on, bph_scalars);
+        if (replace && threadIdx.x == 0) s.next_replacement += a.replacement;  // (read before the barrier)
+        if (!any_frame(s.flags, step_taken)) break;  // every frame stopped (every block alike)
+        // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k
+        const int flags = s.flags[frame];
+        if (kept && (flags & step_taken) != 0) {
+            x = stepped(x, s.alpha[frame], d);
+            h = stepped(h, s.alpha[frame], u);
+        }
+        if (replace) {
+            // h_{k+1} consistent with x_{k+1}, against the recurrence's
+            // drift: Δx since the last replacement (x_last in x_all, each
+            // keeper its own slot) and x_{k+1} exchanged as ‖Δx‖², ‖x‖²
+            float dx = 0.0f;
+            if (keeper) {
+                dx = x - slot_of(a.x_all, row, frame);
+                slot_of(a.x_all, row, frame) = x;
+            }
+            mark(s, clock_on, bph_step);
             {
-                double v[frame_sums] = {};
+                double v[2] = {};
                 if (kept) {
-                    const double dd = d, hh = h, uu = u;
-                    v[0] = dd * uu;
-                    v[1] = hh * dd;
-                    v[2] = hh * uu;
-                    v[3] = uu * uu;
-                    v[4] = hh * hh;
+                    v[0] = static_cast<double>(dx) * dx;
+                    v[1] = static_cast<double>(x) * x;
                 }
                 add_shares(s, v, a, exchange);
             }
-            mark(s, clock_on, bph_shares);
             grid_barrier();
-            mark(s, clock_on, bph_sync);
             read_totals(s, a, exchange++);
-            mark(s, clock_on, bph_totals);
-            // every a.replacement-th iteration (0: never), from a count in
-            // shared memory: a modulo here cost ~300 cycles of the scalar
-            // code's path, a count in a register a spill (history v25)
-            const bool replace = k + 1 == s.next_replacement;
-            if (threadIdx.x < batch_slots) {
-                // α_k and, expanded, β_k of frame f
-                const int f = threadIdx.x;
-                CgnrScalars state = s.state[f];
-                int flags = 0;
-                if (state.status == SolveStatus::running) {
-                    const double* t = s.totals + f * frame_sums;
-                    state.f = t[0];
-                    state.gd = t[1];
-                    if (cgnr_scalars_alpha(state)) {
-                        flags = step_taken;
-                        const double step = static_cast<float>(state.alpha);
-                        if (!replace && cgnr_scalars_end_expanded(state, a.params, step, t[2], t[3], t[4])) {
-                            flags |= beta_known;
-                        }
-                    }
-                }
-                publish_frame(s, f, state, flags);
-            }
-            __syncthreads();
-            mark(s, clock_on, bph_scalars);
-            if (replace && threadIdx.x == 0) {
-                s.next_replacement += a.replacement;  // (read before the barrier)
-            }
-            if (!any_frame(s.flags, step_taken)) break;  // every frame stopped (every block alike)
-            // x_{k+1} = x_k + α_k d_k;  h_{k+1} = h_k + α_k u_k
-            const int flags = s.flags[frame];
-            if (kept && (flags & step_taken) != 0) {
-                x = stepped(x, s.alpha[frame], d);
-                h = stepped(h, s.alpha[frame], u);
-            }
-            if (replace) {
-                // h_{k+1} consistent with x_{k+1}, against the recurrence's
-                // drift: Δx since the last replacement (x_last in x_all, each
-                // keeper its own slot) and x_{k+1} exchanged as ‖Δx‖², ‖x‖²;
-                // u_k waits in shared memory for the β exchange, should the
-                // loop's product take G Δx
+            mark(s, clock_on, bph_route);
+            if (gram_route(s, a)) {
+                // h_{k+1} = h_last + G Δx: Δx in d_all (free until the
+                // direction step, which comes after the β exchange's grid
+                // sync); u_k waits in shared memory meanwhile (its register
+                // is lent to the product)
                 if (threadIdx.x < keepers) s.parked[threadIdx.x] = u;
-                float dx = 0.0f;
-                if (keeper) {
-                    dx = x - slot_of(a.x_all, row, frame);
-                    slot_of(a.x_all, row, frame) = x;
-                }
-                mark(s, clock_on, bph_step);
-                {
-                    double v[2] = {};
-                    if (kept) {
-                        v[0] = static_cast<double>(dx) * dx;
-                        v[1] = static_cast<double>(x) * x;
-                    }
-                    add_shares(s, v, a, exchange);
-                }
+                const int e = exponent_below(root_above(s.totals[frame * frame_sums]),
+                                             direction_top_exponent);
+                if (keeper) put_direction(a.d_all, row, frame, dx, e);
+                if (threadIdx.x == 0) ++s.gram_replacements;
                 grid_barrier();
-                read_totals(s, a, exchange++);
-                mark(s, clock_on, bph_route);
-                if (gram_route(s, a)) {
-                    // Δx in d_all (free until the direction step, which comes
-                    // after the β exchange's grid sync), then the product
-                    const int e = exponent_below(root_above(s.totals[frame * frame_sums]),
-                                                 direction_top_exponent);
-                    if (keeper) put_direction(a.d_all, row, frame, dx, e);
-                    if (threadIdx.x < batch_slots) s.dx_exponent[threadIdx.x] = e;
-                    if (threadIdx.x == 0) {
-                        ++s.gram_replacements;
-                        s.gram_pending = 1;
-                    }
-                    grid_barrier();
-                    continue;
-                }
+                const float du = batch_rows_times(s, g, slots, a.d_all, e, false);
+                if (kept && (flags & step_taken) != 0) h = slot_of(a.h_last, row, frame) + du;
+                if (threadIdx.x < keepers) u = s.parked[threadIdx.x];
+                mark(s, clock_on, bph_gram);
+            } else {
                 // h_{k+1} = Aᵀ(A x_{k+1} − b) from the rows; two sums
                 // alternate, each such replacement clears the next one's
                 float4* const sum = a.image_sums + (2 + replaced % 2) * sum_floats;
@@ -787,10 +765,10 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                 grid_barrier();
                 mark(s, clock_on, bph_sum_sync);
                 if (kept && (flags & step_taken) != 0) h = component(summed(sum, row), frame);
-                if (kept) slot_of(a.h_last, row, frame) = h;  // h_last of the next replacement
                 __syncthreads();  // (for the clock: every keeper's h loaded)
                 mark(s, clock_on, bph_load_h);
             }
+            if (kept) slot_of(a.h_last, row, frame) = h;  // h_last of the next replacement
         }
         mark(s, clock_on, bph_step);
         if (needs_beta_sums(s)) {
@@ -826,7 +804,6 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
         mark(s, clock_on, bph_direction);
         grid_barrier();
         mark(s, clock_on, bph_sync_after);
-        ++k;
     }
     if (clock_on && k > 0) {
         const double per = 1.0 / k;
