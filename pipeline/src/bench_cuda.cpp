@@ -105,7 +105,7 @@ struct SolveCase {
 
 struct SolveOutcome {
     Timing timing;
-    std::vector<float> image;  // first frame
+    std::vector<float> image;  // every frame's, one after the other
     std::vector<recon::FrameResult> results;  // every frame
 };
 
@@ -125,7 +125,7 @@ SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
         kn::fill(exec, solver.image(), 0.0f);
         solver.solve();
     });
-    out.image = download(exec, solver.image(), c.model->cols());
+    out.image = download(exec, solver.image(), static_cast<kn::size_type>(batch) * c.model->cols());
     out.results = solver.results();
     return out;
 }
@@ -145,11 +145,26 @@ std::string iterations_note(const std::vector<recon::FrameResult>& results)
            " it";
 }
 
-/// Throughput and per-frame latency of a batch's solve, and its frames' iterations.
-std::string batch_note(int batch, const Timing& t, const std::vector<recon::FrameResult>& results)
+/// The largest ‖A x − b‖ / ‖b‖ of a batch's frames (`images`: each frame's
+/// x, one after the other; every frame solved for the same b).
+double worst_residual(const recon::CsrMatrix& a, const std::vector<float>& images,
+                      const std::vector<float>& b)
+{
+    const auto n = static_cast<std::ptrdiff_t>(a.cols);
+    double worst = 0.0;
+    for (auto frame = images.begin(); frame != images.end(); frame += n) {
+        worst = std::max(worst, relative_residual(a, std::vector<float>(frame, frame + n), b));
+    }
+    return worst;
+}
+
+/// Throughput and per-frame latency of a batch's solve, its frames'
+/// iterations and their largest ‖A x − b‖ / ‖b‖.
+std::string batch_note(int batch, const Timing& t, const std::vector<recon::FrameResult>& results,
+                       double worst_residual)
 {
     return fmt(1000.0 * batch / t.median(), 4) + " frames/s, " + fmt(t.median() / batch) +
-           " ms/frame, " + iterations_note(results);
+           " ms/frame, " + iterations_note(results) + ", |Ax-b|/|b| <= " + fmt(worst_residual);
 }
 
 std::string solve_note(const recon::CsrMatrix& a, const SolveOutcome& o, const std::vector<float>& b)
@@ -454,7 +469,7 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
             table.add({"gpu solve", "ct_256", c.name, device, o.timing, solve_note(csr, o, b)});
         } else {
             table.add({"gpu batch", "ct_256", c.name, device, o.timing,
-                       batch_note(v.batch, o.timing, o.results)});
+                       batch_note(v.batch, o.timing, o.results, worst_residual(csr, o.image, b))});
         }
     }
     add_cusparse_cgls_rows(table, "gpu solve", "ct_256", csr, b, exec, config.iterations, reps,
@@ -512,7 +527,8 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
             }
             const SolveOutcome out = run_solver(c, exec, batch, p.b, reps);
             table.add({"gpu batch", p.name, frames + " together, " + v.name, device, out.timing,
-                       batch_note(batch, out.timing, out.results)});
+                       batch_note(batch, out.timing, out.results,
+                                  worst_residual(p.csr->csr(), out.image, p.b))});
         }
         // One graph instance per stream, all streams at once.
         std::vector<kn::BenchStream> streams;
@@ -542,9 +558,14 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
             });
         });
         std::vector<recon::FrameResult> results;
-        for (const auto& solver : solvers) results.push_back(solver->results().front());
+        std::vector<float> images;
+        for (int f = 0; f < batch; ++f) {
+            results.push_back(solvers[f]->results().front());
+            const auto x = download(execs[f], solvers[f]->image(), p.sliced_ell->cols());
+            images.insert(images.end(), x.begin(), x.end());
+        }
         table.add({"gpu batch", p.name, frames + ", one graph per stream, ELLPACK-T", device, t,
-                   batch_note(batch, t, results)});
+                   batch_note(batch, t, results, worst_residual(p.csr->csr(), images, p.b))});
     }
 }
 
