@@ -36,23 +36,6 @@ std::string backend_label(const kernels::Executor& exec)
     return exec.is_cpu() ? "cpu" : "cuda";
 }
 
-/// ‖A x − b‖ / ‖b‖ in double on the host (the note on solve rows: every
-/// variant solves the same problem to a comparable residual).
-double relative_residual(const recon::CsrMatrix& a, const std::vector<float>& x,
-                         const std::vector<float>& b)
-{
-    double rr = 0.0, bb = 0.0;
-    for (kernels::index_t i = 0; i < a.rows; ++i) {
-        double ax = 0.0;
-        for (auto k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
-            ax += static_cast<double>(a.values[k]) * x[a.col_idx[k]];
-        }
-        rr += (ax - b[i]) * (ax - b[i]);
-        bb += static_cast<double>(b[i]) * b[i];
-    }
-    return std::sqrt(rr / bb);
-}
-
 std::string residual_note(double residual)
 {
     std::ostringstream note;
@@ -74,6 +57,21 @@ std::vector<Variant> variants(const BenchProblem& p)
 }
 
 }  // namespace
+
+double relative_residual(const recon::CsrMatrix& a, const std::vector<float>& x,
+                         const std::vector<float>& b)
+{
+    double rr = 0.0, bb = 0.0;
+    for (kernels::index_t i = 0; i < a.rows; ++i) {
+        double ax = 0.0;
+        for (auto k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
+            ax += static_cast<double>(a.values[k]) * x[a.col_idx[k]];
+        }
+        rr += (ax - b[i]) * (ax - b[i]);
+        bb += static_cast<double>(b[i]) * b[i];
+    }
+    return std::sqrt(rr / bb);
+}
 
 std::string BenchProblem::describe() const
 {

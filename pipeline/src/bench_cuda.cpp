@@ -55,22 +55,6 @@ std::string fmt(double v, int precision = 3)
     return s.str();
 }
 
-/// ‖A x − b‖ / ‖b‖ in double on the host.
-double relative_residual(const recon::CsrMatrix& a, const std::vector<float>& x,
-                         const std::vector<float>& b)
-{
-    double rr = 0.0, bb = 0.0;
-    for (kn::index_t i = 0; i < a.rows; ++i) {
-        double ax = 0.0;
-        for (auto k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) {
-            ax += static_cast<double>(a.values[k]) * x[a.col_idx[k]];
-        }
-        rr += (ax - b[i]) * (ax - b[i]);
-        bb += static_cast<double>(b[i]) * b[i];
-    }
-    return std::sqrt(rr / bb);
-}
-
 std::vector<float> download(const Executor& exec, kn::View<float> v, kn::size_type count)
 {
     std::vector<float> host(static_cast<std::size_t>(count));

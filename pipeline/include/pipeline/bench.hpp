@@ -86,6 +86,11 @@ struct BenchProblem {
 /// `which` as paper_matrix_name takes it (and throws as it does).
 BenchProblem make_bench_problem(const std::string& which);
 
+/// ‖A x − b‖ / ‖b‖ in double on the host (the note on solve rows: every
+/// variant solves the same problem to a comparable residual).
+double relative_residual(const recon::CsrMatrix& a, const std::vector<float>& x,
+                         const std::vector<float>& b);
+
 /// CPU rows: A x, Aᵀ y and Aᵀ(A d) per variant (on the fly, CSR, sliced
 /// ELL) on `exec`, and the 400-iteration CGNR solve on each.
 void add_operator_rows(BenchTable& table, const BenchProblem& problem,
