@@ -96,7 +96,7 @@ static_assert(keepers % 32 == 0, "the keepers fill whole warps");
 // A residual replacement forms h = Aᵀ(A x − b) from the rows of A (~60–70k
 // cycles: 1.8M four-float atomics on paper_large) unless every frame's x
 // moved by ‖Δx‖ ≤ 2^-8 ‖x‖ since the last replacement (x_last, h_last): then
-// h = h_last + G Δx, one more product on the tensor cores (~8k cycles with
+// h = h_last + G Δx, one more product on the tensor cores (~9k cycles with
 // its two grid syncs). Its error is proportional to Δx, not to x: G's and
 // Δx's halves keep 2^-22 of each value and the f32 sums 2^-24 of the terms,
 // so h carries ≲ 2^-22 ‖G‖ ‖Δx‖ ≤ 2^-30 ‖G‖ ‖x‖, against the ~2^-24 ‖Aᵀb‖
@@ -847,6 +847,14 @@ constexpr std::size_t batch_vector_floats = (3 + 4 * sum_copies) * batch_slots *
 constexpr std::size_t batch_workspace_floats =
     batch_vector_floats + 2 * 3 * batch_sums * total_stride;
 static_assert(batch_vector_floats % 4 == 0, "the totals start 16-byte aligned");
+
+/// Whether every residual replacement forms h from the rows of A
+/// (RECON_PERSISTENT_REPLACEMENT = `rows`, for comparing) rather than from
+/// G once x has settled (`auto`, the default; gram_route_ratio).
+bool replacement_from_rows()
+{
+    return environment_choice("RECON_PERSISTENT_REPLACEMENT", {"auto", "rows"}) == 1;
+}
 
 template <class System>
 void launch_batch(const Executor& exec, const System& sys, const PersistentCgnrProblem& p,

@@ -101,14 +101,6 @@ __device__ __forceinline__ RowRange block_row_range(index_t m)
     return {first, first + per < m ? first + per : m};
 }
 
-/// Whether every residual replacement forms h from the rows of A
-/// (RECON_PERSISTENT_REPLACEMENT = `rows`, for comparing) rather than from
-/// G once x has settled (`auto`, the default).
-inline bool replacement_from_rows()
-{
-    return environment_choice("RECON_PERSISTENT_REPLACEMENT", {"auto", "rows"}) == 1;
-}
-
 inline int blocks_for_rows(index_t n) { return static_cast<int>((n + block_rows - 1) / block_rows); }
 
 /// Why `kernel` cannot run n columns on exec's device (empty: it can); lets

@@ -727,6 +727,7 @@ struct IllConditionedFrames {
     std::vector<float> b;
     std::vector<std::vector<float>> references;
 };
+
 /// Each frame's relative error against its reference after a solve to
 /// 1e-7 (3,000 iterations at most, a replacement every 20); expects every
 /// frame converged.
@@ -803,11 +804,14 @@ TEST(PersistentNormalMatrix, BatchWarmStartedNearTheSolutionReplacesFromG)
     std::mt19937_64 rng{seed};
     const int batch = 4;
     const IllConditionedFrames p{test::ill_conditioned(4000, 150, 1e2, rng), batch, rng};
+    ASSERT_TRUE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(p.model, batch, false)));
     std::vector<float> x0;
     for (int f = 0; f < batch; ++f) {
-        std::vector<float> near = p.references[f];
-        for (float& v : near) v *= 1.0f + 1e-4f * test::random_vector(1, rng)[0];
-        x0.insert(x0.end(), near.begin(), near.end());
+        // each pixel of the solution off by up to 1e-4 of itself
+        const auto jitter = test::random_vector(p.references[f].size(), rng);
+        for (std::size_t i = 0; i < jitter.size(); ++i) {
+            x0.push_back(p.references[f][i] * (1.0f + 1e-4f * jitter[i]));
+        }
     }
     expect_frames_as_host_loop(batch_against_host_loop(p.model, p.b, batch, 30, 3, x0), batch, 30);
 }
