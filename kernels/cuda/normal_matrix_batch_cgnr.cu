@@ -807,6 +807,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
     }
     if (clock_on && k > 0) {
         const double per = 1.0 / k;
+        const int all = replaced + s.gram_replacements;  // the replacements, from the rows or G
         printf("normal-matrix batch kernel, %d frames, block 0's cycles per iteration over %d: "
                "products %.0f row sums %.0f shares %.0f sync %.0f totals %.0f scalars %.0f step %.0f "
                "(replacements apart) beta %.0f direction %.0f sync %.0f (%d replacements)\n",
@@ -814,8 +815,7 @@ __global__ void __launch_bounds__(threads, 1) normal_matrix_batch_kernel(System 
                per * s.cycles[bph_shares], per * s.cycles[bph_sync], per * s.cycles[bph_totals],
                per * s.cycles[bph_scalars], per * s.cycles[bph_step],
                per * s.cycles[bph_beta], per * s.cycles[bph_direction],
-               per * s.cycles[bph_sync_after], replaced + s.gram_replacements);
-        const int all = replaced + s.gram_replacements;
+               per * s.cycles[bph_sync_after], all);
         if (all > 0) {
             // (a part's mean over the replacements that took it)
             const auto over = [](long long c, int count) {
