@@ -437,9 +437,12 @@ RECON_HD index_t ray_blocks(const Parallel2dView& v)
 /// at each step, so the block's warps share the pair images' cache lines in
 /// L1: one view per block read every line from L2 once per view (~90 MB per
 /// product for ct_256, 20 µs on an H100). With `sub`: r = A x − sub, sums
-/// kept in Acc.
+/// kept in Acc. Three blocks per SM, which ct_256's 360 blocks need at
+/// once, leave ptxas 40 registers: with the 32 of four blocks per SM it
+/// kept two loads in flight per thread, and a system of few views (each
+/// SM one or two blocks) waited on the L2 for every second step.
 template <int BT, class Acc>
-__global__ void __launch_bounds__(32 * ray_segments * ray_views)
+__global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
                            const float* __restrict__ sub, float* __restrict__ y)
 {
