@@ -711,21 +711,30 @@ TEST(PersistentNormalMatrix, WarmStartedBatchKeepsTheInitialGuesses)
 /// The ill-conditioned problem (cond(A) = 100, 4,000 x 150) as frames with
 /// different noise, each with its double-precision least-squares solution.
 struct IllConditionedFrames {
+    static constexpr int rows = 4000, cols = 150;
+
+    IllConditionedFrames(int batch, std::mt19937_64& rng)
+        : IllConditionedFrames{test::ill_conditioned(rows, cols, 1e2, rng), batch, rng}
+    {
+    }
+
+    StoredMatrix model;
+    std::vector<float> b;
+    std::vector<std::vector<float>> references;
+
+private:
     IllConditionedFrames(std::pair<CsrMatrix, test::Dense> problem, int batch, std::mt19937_64& rng)
         : model{std::move(problem.first)}
     {
         const test::Dense& a = problem.second;
         for (int f = 0; f < batch; ++f) {
-            const auto x_true = test::random_vector(150, rng);
-            const auto noise = test::random_vector(4000, rng, -0.01f, 0.01f);
+            const auto x_true = test::random_vector(cols, rng);
+            const auto noise = test::random_vector(rows, rng, -0.01f, 0.01f);
             const auto bf = test::to_float(a * test::to_vec(x_true) + test::to_vec(noise));
             b.insert(b.end(), bf.begin(), bf.end());
             references.push_back(test::to_float(a.colPivHouseholderQr().solve(test::to_vec(bf))));
         }
     }
-    StoredMatrix model;
-    std::vector<float> b;
-    std::vector<std::vector<float>> references;
 };
 
 /// Each frame's relative error against its reference after a solve to
@@ -761,7 +770,7 @@ TEST(PersistentNormalMatrix, BatchConvergesToTheDoublePrecisionSolutions)
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
     const int batch = 4;
-    const IllConditionedFrames p{test::ill_conditioned(4000, 150, 1e2, rng), batch, rng};
+    const IllConditionedFrames p{batch, rng};
     ASSERT_TRUE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(p.model, batch, false)));
     converged_errors(p, batch);
 }
@@ -778,7 +787,7 @@ TEST(PersistentNormalMatrix, BatchReplacementsFromGAreAsAccurateAsFromTheRows)
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
     const int batch = 4;
-    const IllConditionedFrames p{test::ill_conditioned(4000, 150, 1e2, rng), batch, rng};
+    const IllConditionedFrames p{batch, rng};
     ASSERT_TRUE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(p.model, batch, false)));
     const std::vector<double> from_g = converged_errors(p, batch);
     std::vector<double> from_rows;
@@ -803,7 +812,7 @@ TEST(PersistentNormalMatrix, BatchWarmStartedNearTheSolutionReplacesFromG)
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
     const int batch = 4;
-    const IllConditionedFrames p{test::ill_conditioned(4000, 150, 1e2, rng), batch, rng};
+    const IllConditionedFrames p{batch, rng};
     ASSERT_TRUE(kernels::persistent_normal_matrix_applies(gpu(), problem_of(p.model, batch, false)));
     std::vector<float> x0;
     for (int f = 0; f < batch; ++f) {
