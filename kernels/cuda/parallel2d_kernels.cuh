@@ -64,6 +64,17 @@
 // work shared by 4 pixels: 11.8M (pixel, view) pairs -> ~6.5M warp
 // instructions -> ~6-7 µs (the previous kernel tested 3-4 candidate bins
 // per (pixel, view) with a branch each: 138 µs).
+// Mirrored (one frame, the detector centred, nx a multiple of 32 and ny of
+// 16: ct_256): the reflection through the image's centre maps pixel
+// (ix, iy) to (nx − 1 − ix, ny − 1 − iy) and, in the same view, the ray of
+// bin b onto the ray of bin bins − 1 − b, so a weight computed once serves
+// a pixel and its reflection: a block owns a tile of the left half and its
+// reflected tile, stages each view's window of bins and the reflected
+// window (y only), and adds the reflected pixel's two products with two
+// more shared loads and FMAs: ~17 instead of ~30 instructions per (pixel,
+// view), in 128 blocks of 16 groups, one per SM (64 registers). rows.hpp's
+// float arithmetic may round the reflected crossing apart in its last bits,
+// so the GPU's Aᵀ matches its A, and the CPU's, within rounding there.
 //
 // The solver's iteration around them (cgnr_step_normal_dots,
 // cgnr_step_update_direction, or both as cgnr_step_one_pass): the adjoint
@@ -282,16 +293,15 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 /// second pixel of its last column's and last row's entries): the
 /// neighbouring tile may already have moved d there. Every thread of the
 /// block calls it (a barrier); `at` places it in the tile.
+/// This form: the tile with corner (x0, y0), made in `tile` (shared).
 __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
                                                     float beta, const float* __restrict__ g,
                                                     float* __restrict__ d,
-                                                    float2* __restrict__ pairs,
-                                                    TileThread at = TileThread::block())
+                                                    float2* __restrict__ pairs, TileThread at,
+                                                    index_t x0, index_t y0, PairTile& tile)
 {
-    __shared__ PairTile tile;
     const index_t nx = v.nx, ny = v.ny;
     const size_type n = static_cast<size_type>(nx) * ny;
-    const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
     const index_t ix = x0 + at.tx, iy = y0 + at.ty;
     const float* gf = g + frame * n;
     float* df = d + frame * n;
@@ -327,6 +337,18 @@ __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int
     }
     __syncthreads();  // every old entry this tile reads is read before it is written
     write_pairs(v, tile, x0, y0, rows, at);
+}
+
+/// The calling block's tile (blockIdx.x, blockIdx.y).
+__device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
+                                                    float beta, const float* __restrict__ g,
+                                                    float* __restrict__ d,
+                                                    float2* __restrict__ pairs,
+                                                    TileThread at = TileThread::block())
+{
+    __shared__ PairTile tile;
+    move_direction_tile(v, frame, beta, g, d, pairs, at, blockIdx.x * pair_tile,
+                        blockIdx.y * pair_tile, tile);
 }
 
 /// The direction step d = −g + β d of the frames still running (blockIdx.z)
@@ -746,14 +768,23 @@ constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 nee
 /// 32; 4 frames take 64 registers, where 8 groups let two blocks share an
 /// SM. One frame stages up to 192 views at once (ct_256's 180 in one chunk:
 /// one staging and three barriers per block), 4 frames 32.
-template <int BT>
-constexpr int adjoint_groups = BT == 1 ? 12 : 8;
+///
+/// Mirrored (one frame, parallel2d_adjoint_mirrored): a block owns a tile
+/// and its point reflection through the image's centre, and each weight it
+/// computes serves both (below); 16 groups, one block of 1,024 threads per
+/// SM.
+template <int BT, bool Mirrored = false>
+constexpr int adjoint_groups = Mirrored ? 16 : (BT == 1 ? 12 : 8);
 template <int BT>
 constexpr int adjoint_chunk = BT == 1 ? 192 : 32;
 
+/// Tiles a block of the adjoint owns.
+template <bool Mirrored>
+constexpr int adjoint_block_tiles = Mirrored ? 2 : 1;
+
 /// Threads of an adjoint block for BT frames.
-template <int BT>
-constexpr int adjoint_threads = 64 * adjoint_groups<BT>;
+template <int BT, bool Mirrored = false>
+constexpr int adjoint_threads = 64 * adjoint_groups<BT, Mirrored>;
 
 /// The staged bins of a chunk of views: per (view, bin) y · scale for BT
 /// frames and the ray's base crossing. One frame keeps (y, base) pairs, one
@@ -801,14 +832,21 @@ struct AdjointTable<4> {
     }
 };
 
-/// Dynamic shared memory of parallel2d_adjoint_kernel<BT>: the table (after
-/// the last chunk the view groups' sums in its place), then the chunk's
-/// views.
-template <int BT>
+/// The mirrored tile's staged bins of a chunk of views: y · scale of the
+/// bin bins − 1 − b where the table holds bin b (one frame).
+struct MirrorTable {
+    float y[adjoint_chunk<1>][adjoint_window];
+};
+
+/// Dynamic shared memory of parallel2d_adjoint_kernel<BT, ., Mirrored>: the
+/// table and (Mirrored) the mirror table (after the last chunk the view
+/// groups' sums in their place), then the chunk's views.
+template <int BT, bool Mirrored = false>
 constexpr std::size_t adjoint_table_bytes()
 {
-    const std::size_t sums = sizeof(float) * adjoint_groups<BT> * 64 * 4 * BT;
-    const std::size_t table = sizeof(AdjointTable<BT>);
+    const std::size_t sums = sizeof(float) * adjoint_groups<BT, Mirrored> * 64 * 4 * BT *
+                             adjoint_block_tiles<Mirrored>;
+    const std::size_t table = sizeof(AdjointTable<BT>) + (Mirrored ? sizeof(MirrorTable) : 0);
     return ((table > sums ? table : sums) + 15) / 16 * 16;
 }
 
@@ -830,9 +868,9 @@ RECON_HD float candidate_sum(float slope_u, float cv, float u0, float kf, float 
     return add_rn(fma_rn(jf, cv, fma_rn(kf, slope_u, u0)), magic);
 }
 
-template <int BT>
+template <int BT, bool Mirrored = false>
 constexpr std::size_t adjoint_shared_bytes =
-    adjoint_table_bytes<BT>() + sizeof(AdjointView) * adjoint_chunk<BT>;
+    adjoint_table_bytes<BT, Mirrored>() + sizeof(AdjointView) * adjoint_chunk<BT>;
 
 /// The view's constants for the tile with corner (tx0, ty0).
 RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t tx0, index_t ty0)
@@ -872,11 +910,14 @@ RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t
 }
 
 /// Adds one view's weights times the staged y to the thread's 2 x 2 pixels
-/// (acc[kk][jj]: major offset kk, minor offset jj).
-template <int BT, bool StepY>
+/// (acc[kk][jj]: major offset kk, minor offset jj) and, Mirrored, the same
+/// weights times the mirror table's y to their reflections (macc).
+template <int BT, bool StepY, bool Mirrored = false>
 __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
-                                                  const AdjointTable<BT>& table, int view,
-                                                  float fx0, float fy0, float (&acc)[2][2][BT])
+                                                  const AdjointTable<BT>& table,
+                                                  const MirrorTable* mirror, int view, float fx0,
+                                                  float fy0, float (&acc)[2][2][BT],
+                                                  float (&macc)[2][2][BT])
 {
     const float k0 = StepY ? fy0 : fx0;
     const float j0 = StepY ? fx0 : fy0;
@@ -900,6 +941,11 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
                 acc[kk][jj][b] = fmaf(w0, y0[b], acc[kk][jj][b]);
                 acc[kk][jj][b] = fmaf(w1, y1[b], acc[kk][jj][b]);
             }
+            if constexpr (Mirrored) {
+                static_assert(BT == 1);
+                macc[kk][jj][0] = fmaf(w0, mirror->y[view][bin], macc[kk][jj][0]);
+                macc[kk][jj][0] = fmaf(w1, mirror->y[view][bin + 1], macc[kk][jj][0]);
+            }
         }
     }
 }
@@ -922,7 +968,10 @@ struct ReduceEpilogue {
     {
         frame_reduce_arrive(scratch, first + b, total, gridDim.x * gridDim.y, op);
     }
-    __device__ void after(const Parallel2dView&) const {}
+    template <bool Mirrored>
+    __device__ void after(const Parallel2dView&) const
+    {
+    }
 };
 
 /// The dot step and then the rest of the fused form's one-pass iteration
@@ -949,43 +998,75 @@ struct StepEpilogue {
     {
         dots[blockIdx.y * gridDim.x + blockIdx.x] = total;
     }
+    template <bool Mirrored>
     __device__ void after(const Parallel2dView& v) const;
 };
+
+/// The corner of the calling adjoint block's tile `tile`: tile 0 at the
+/// block's place, and (Mirrored) tile 1 its reflection through the image's
+/// centre, (nx − 16 − x0, ny − 16 − y0), where nx is a multiple of 32 and ny
+/// of 16 (parallel2d_adjoint_mirrored) and the blocks cover the left half.
+template <bool Mirrored>
+__device__ __forceinline__ void adjoint_tile_corner(const Parallel2dView& v, int tile,
+                                                    index_t& x0, index_t& y0)
+{
+    x0 = static_cast<index_t>(blockIdx.x) * adjoint_tile;
+    y0 = static_cast<index_t>(blockIdx.y) * adjoint_tile;
+    if (Mirrored && tile != 0) {
+        x0 = v.nx - adjoint_tile - x0;
+        y0 = v.ny - adjoint_tile - y0;
+    }
+}
 
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
 /// 16 x 16 pixels, adjoint_groups<BT> view groups x 64 threads x 2 x 2
 /// pixels. Two blocks per SM: at most 42 registers for one frame (768
 /// threads), 64 for 4 frames (512; left free, the split table's loads took
-/// 75 and one block).
-template <int BT, class Epilogue>
-__global__ void __launch_bounds__(adjoint_threads<BT>, 2)
+/// 75 and one block). Mirrored (one frame): the block also owns its tile's
+/// reflection through the image's centre, and each (pixel, view) weight
+/// computed for the first tile serves the reflected pixel too, with the
+/// bin bins − 1 − b where the pixel has bin b (the reflection maps every ray
+/// of a view onto the ray of the mirrored bin of the same view); one block
+/// of 16 groups per SM.
+template <int BT, class Epilogue, bool Mirrored = false>
+__global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 2)
     parallel2d_adjoint_kernel(Parallel2dView v, const float* __restrict__ y, float* __restrict__ x,
                               Epilogue epilogue)
 {
+    static_assert(!Mirrored || BT == 1);
     constexpr int chunk_views = adjoint_chunk<BT>;
     constexpr int group_threads = 64;
-    extern __shared__ __align__(16) unsigned char adjoint_shared[];  // adjoint_shared_bytes<BT>
+    constexpr int groups = adjoint_groups<BT, Mirrored>;
+    constexpr int block_threads = adjoint_threads<BT, Mirrored>;
+    constexpr int tiles = adjoint_block_tiles<Mirrored>;
+    extern __shared__ __align__(16) unsigned char adjoint_shared[];  // adjoint_shared_bytes
     unsigned char* memory = adjoint_shared;
     auto& table = *reinterpret_cast<AdjointTable<BT>*>(memory);
-    auto* views = reinterpret_cast<AdjointView*>(adjoint_shared + adjoint_table_bytes<BT>());
+    auto* mirror = reinterpret_cast<MirrorTable*>(memory + sizeof(AdjointTable<BT>));  // Mirrored
+    auto* views =
+        reinterpret_cast<AdjointView*>(adjoint_shared + adjoint_table_bytes<BT, Mirrored>());
     const int t = threadIdx.x;
     const int group = t / group_threads;
     const int local = t - group * group_threads;
-    const index_t tx0 = static_cast<index_t>(blockIdx.x) * adjoint_tile;
-    const index_t ty0 = static_cast<index_t>(blockIdx.y) * adjoint_tile;
+    index_t tx0 = 0, ty0 = 0;
+    adjoint_tile_corner<Mirrored>(v, 0, tx0, ty0);
     const index_t ix0 = tx0 + (local % 8) * 2;
     const index_t iy0 = ty0 + (local / 8) * 2;
     const float fx0 = static_cast<float>(ix0), fy0 = static_cast<float>(iy0);
     const index_t m = v.views * v.bins;
     const index_t n = v.nx * v.ny;
-    // Views stepping along y put (major, minor) = (y, x), the others (x, y).
-    float acc_y[2][2][BT], acc_x[2][2][BT];
+    // Views stepping along y put (major, minor) = (y, x), the others (x, y);
+    // macc: the reflected pixels (Mirrored).
+    float acc_y[2][2][BT], acc_x[2][2][BT], macc_y[2][2][BT], macc_x[2][2][BT];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
 #pragma unroll
-            for (int b = 0; b < BT; ++b) acc_y[i][j][b] = acc_x[i][j][b] = 0.0f;
+            for (int b = 0; b < BT; ++b) {
+                acc_y[i][j][b] = acc_x[i][j][b] = 0.0f;
+                macc_y[i][j][b] = macc_x[i][j][b] = 0.0f;
+            }
         }
     }
     for (index_t chunk = 0; chunk < v.views; chunk += chunk_views) {
@@ -996,11 +1077,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT>, 2)
         // A fixed number of entries per thread, unrolled, so that each
         // thread's loads of y are in flight together (ncu, H100: the wait
         // on one load at a time was 13 % of the kernel's stall samples).
-        constexpr int staged_per_thread = chunk_views * adjoint_window / (adjoint_threads<BT>);
-        static_assert(staged_per_thread * adjoint_threads<BT> == chunk_views * adjoint_window);
+        constexpr int staged_per_thread = chunk_views * adjoint_window / block_threads;
+        static_assert(staged_per_thread * block_threads == chunk_views * adjoint_window);
 #pragma unroll
         for (int j = 0; j < staged_per_thread; ++j) {
-            const int e = t + j * adjoint_threads<BT>;
+            const int e = t + j * block_threads;
             if (e >= count * adjoint_window) break;
             const int vl = e / adjoint_window;  // a shift
             const int i = e - vl * adjoint_window;
@@ -1008,49 +1089,63 @@ __global__ void __launch_bounds__(adjoint_threads<BT>, 2)
             const index_t bin = a.first_bin + i;
             const float base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
             const bool inside = a.valid != 0 && bin >= 0 && bin < v.bins;
-            const size_type at = static_cast<size_type>(chunk + vl) * v.bins + (inside ? bin : 0);
+            const size_type row = static_cast<size_type>(chunk + vl) * v.bins;
+            const size_type at = row + (inside ? bin : 0);
             float ys[BT];
 #pragma unroll
             for (int b = 0; b < BT; ++b) {
                 ys[b] = inside ? __ldg(y + static_cast<size_type>(b) * m + at) * a.scale : 0.0f;
             }
             table.store(vl, i, ys, base);
+            if constexpr (Mirrored) {
+                const size_type mirrored = row + (inside ? v.bins - 1 - bin : 0);
+                mirror->y[vl][i] = inside ? __ldg(y + mirrored) * a.scale : 0.0f;
+            }
         }
         __syncthreads();
-        for (int vl = group; vl < count; vl += adjoint_groups<BT>) {
+        for (int vl = group; vl < count; vl += groups) {
             const AdjointView a = views[vl];
             if (a.valid == 0) continue;
             if (a.step_y != 0) {
-                adjoint_view_pass<BT, true>(a, table, vl, fx0, fy0, acc_y);
+                adjoint_view_pass<BT, true, Mirrored>(a, table, mirror, vl, fx0, fy0, acc_y,
+                                                      macc_y);
             } else {
-                adjoint_view_pass<BT, false>(a, table, vl, fx0, fy0, acc_x);
+                adjoint_view_pass<BT, false, Mirrored>(a, table, mirror, vl, fx0, fy0, acc_x,
+                                                       macc_x);
             }
         }
     }
-    // Sum the groups: pixel (ix0 + dx, iy0 + dy) is acc_y[dy][dx] + acc_x[dx][dy].
+    // Sum the groups: pixel (ix0 + dx, iy0 + dy) is acc_y[dy][dx] +
+    // acc_x[dx][dy], its reflection macc_y[dy][dx] + macc_x[dx][dy].
     __syncthreads();
     float* sums = reinterpret_cast<float*>(memory);
+    const auto sum_at = [&](int tile, int gr, int quad, int b, int place) -> float& {
+        return sums[(((tile * groups + gr) * 4 + quad) * BT + b) * group_threads + place];
+    };
 #pragma unroll
     for (int dy = 0; dy < 2; ++dy) {
 #pragma unroll
         for (int dx = 0; dx < 2; ++dx) {
 #pragma unroll
             for (int b = 0; b < BT; ++b) {
-                sums[((group * 4 + dy * 2 + dx) * BT + b) * group_threads + local] =
-                    acc_y[dy][dx][b] + acc_x[dx][dy][b];
+                sum_at(0, group, dy * 2 + dx, b, local) = acc_y[dy][dx][b] + acc_x[dx][dy][b];
+                if constexpr (Mirrored) {
+                    sum_at(1, group, dy * 2 + dx, b, local) = macc_y[dy][dx][b] + macc_x[dx][dy][b];
+                }
             }
         }
     }
     __syncthreads();
-    // One (pixel, frame) per thread and pass: pixel p = (dy * 2 + dx) * 64 +
-    // local of the tile, frame item / 256; the groups summed in their order.
-    // An epilogue's work aside from u (op.aside) goes to the threads that
-    // have no pixel (one frame: 256 of 512) as items after these; with no
-    // such threads, the pixel's thread does it.
+    // One (pixel, frame) per thread and pass: pixel q = (dy * 2 + dx) * 64 +
+    // local of tile k is the block's pixel k * 256 + q, frame item / (256 *
+    // tiles); the groups summed in their order. An epilogue's work aside
+    // from u (op.aside) goes to the threads that have no pixel (one frame:
+    // half of them) as items after these; with no such threads, the
+    // pixel's thread does it.
     constexpr int tile_pixels = adjoint_tile * adjoint_tile;
-    constexpr int block_threads = adjoint_threads<BT>;
+    constexpr int frame_items = tile_pixels * tiles;  // a frame's pixels of the block
     constexpr bool reduces = !std::is_same_v<Epilogue, NoEpilogue>;
-    constexpr int main_items = tile_pixels * BT;
+    constexpr int main_items = frame_items * BT;
     constexpr bool aside_apart = reduces && 2 * main_items <= block_threads;
     constexpr int items = aside_apart ? 2 * main_items : main_items;
     constexpr int passes = (items + block_threads - 1) / block_threads;
@@ -1063,22 +1158,27 @@ __global__ void __launch_bounds__(adjoint_threads<BT>, 2)
         if (item >= items) break;
         const bool aside = item >= main_items;
         if (aside) item -= main_items;
-        const int b = item / tile_pixels;
-        const int p = item - b * tile_pixels;
-        const int quad = p / group_threads;
-        const int at = p - quad * group_threads;
-        const index_t ix = tx0 + (at % 8) * 2 + quad % 2;
-        const index_t iy = ty0 + (at / 8) * 2 + quad / 2;
+        const int b = item / frame_items;
+        const int p = item - b * frame_items;
+        const int tile = Mirrored ? p / tile_pixels : 0;
+        const int quad = (p - tile * tile_pixels) / group_threads;
+        const int place = p - tile * tile_pixels - quad * group_threads;
+        index_t cx0 = 0, cy0 = 0;
+        adjoint_tile_corner<Mirrored>(v, tile, cx0, cy0);
+        const index_t ix = cx0 + (place % 8) * 2 + quad % 2;
+        const index_t iy = cy0 + (place / 8) * 2 + quad / 2;
         if (ix >= v.nx || iy >= v.ny) continue;
         const size_type i = static_cast<size_type>(iy) * v.nx + ix;
         if (aside) {
             if constexpr (reduces) epilogue.op.aside(epilogue.first + b, i);
             continue;
         }
+        // The reflected tile's pixel (lx, ly) is the reflection of the first
+        // tile's (15 − lx, 15 − ly): quad 3 − quad, place 63 − place.
+        const int from_quad = tile == 0 ? quad : 3 - quad;
+        const int from_place = tile == 0 ? place : group_threads - 1 - place;
         float sum = 0.0f;
-        for (int gr = 0; gr < adjoint_groups<BT>; ++gr) {
-            sum += sums[((gr * 4 + quad) * BT + b) * group_threads + at];
-        }
+        for (int gr = 0; gr < groups; ++gr) sum += sum_at(tile, gr, from_quad, b, from_place);
         x[static_cast<size_type>(b) * n + i] = sum;
         if constexpr (reduces) {
             if constexpr (!aside_apart) epilogue.op.aside(epilogue.first + b, i);
@@ -1087,7 +1187,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT>, 2)
     }
     if constexpr (reduces) {
         // A warp's items are one frame's (or all aside, summing zeros);
-        // frame f's are warps 8 (f % 2) .. 8 (f % 2) + 7 of pass f / 2.
+        // frame f's are frame_items / 32 warps from item f * frame_items on.
         constexpr int warps = block_threads / 32;
         __shared__ double2 warp_sums[passes][warps];
 #pragma unroll
@@ -1100,8 +1200,8 @@ __global__ void __launch_bounds__(adjoint_threads<BT>, 2)
         }
         __syncthreads();
         if (t < BT) {
-            constexpr int frame_warps = tile_pixels / 32;
-            const int first_item = t * tile_pixels;
+            constexpr int frame_warps = frame_items / 32;
+            const int first_item = t * frame_items;
             const int j = first_item / block_threads;
             const int w0 = (first_item - j * block_threads) / 32;
             double2 total{0.0, 0.0};
@@ -1111,27 +1211,31 @@ __global__ void __launch_bounds__(adjoint_threads<BT>, 2)
             }
             epilogue.arrive(t, total);
         }
-        epilogue.after(v);
+        epilogue.template after<Mirrored>(v);
     }
 }
 
 template <bool WithState>
+template <bool Mirrored>
 __device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
 {
     static_assert(adjoint_tile == pair_tile);
-    constexpr int warps = adjoint_threads<1> / 32;
+    constexpr int tile_threads = pair_tile * pair_tile;
+    constexpr int tiles = adjoint_block_tiles<Mirrored>;
+    constexpr int warps = adjoint_threads<1, Mirrored> / 32;
     __shared__ CgnrScalars before;  // after the dot step, before α
     __shared__ float alpha, beta;
     __shared__ bool steps, moves;
+    __shared__ PairTile moved[tiles];
     const int t = threadIdx.x;
-    const unsigned tiles = gridDim.x * gridDim.y;
-    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+    const unsigned blocks = gridDim.x * gridDim.y;
+    const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
     CgnrScalars* s = op.s;
 
     cooperative_groups::this_grid().sync();
     // α from the dot step's sums (stored as StepDotsAt::finish would)
     if (t < 32) {
-        const double2 fg = warp_sum_partials(t, dots, tiles);
+        const double2 fg = warp_sum_partials(t, dots, blocks);
         if (t == 0) {
             CgnrScalars local = s[0];
             if (local.status == SolveStatus::running) {
@@ -1144,9 +1248,13 @@ __device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
         }
     }
     __syncthreads();
-    // x, h, g of the tile's pixels; the block's gᵀe and ‖g‖²
-    const TileThread at = TileThread::of(t);
-    const index_t ix = blockIdx.x * pair_tile + at.tx, iy = blockIdx.y * pair_tile + at.ty;
+    // x, h, g of the block's pixels, threads [256 k, 256 k + 256) on tile k;
+    // the block's gᵀe and ‖g‖²
+    const int tile = Mirrored && t >= tile_threads && t < tiles * tile_threads ? 1 : 0;
+    const TileThread at = TileThread::of(t - tile * tile_threads);
+    index_t x0 = 0, y0 = 0;
+    adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
+    const index_t ix = x0 + at.tx, iy = y0 + at.ty;
     const bool inside = at.active && ix < v.nx && iy < v.ny;
     const size_type k = static_cast<size_type>(iy) * v.nx + ix;
     double2 sum{0.0, 0.0};
@@ -1154,11 +1262,11 @@ __device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
         const double gd = update_at(k, alpha, w.d, w.u, w.e, w.fx, w.x, w.h, w.g);
         sum = {gd * w.e[k], gd * gd};
     }
-    store_block_sum<warps>(sum, t, sums + tile);
+    store_block_sum<warps>(sum, t, sums + block);
 
     cooperative_groups::this_grid().sync();
     // β and the stop tests, every block alike; the state; d and its pair images
-    if (t < 32) cooperative_beta(t, sums, tiles, before, params, tile == 0, s, moves, beta);
+    if (t < 32) cooperative_beta(t, sums, blocks, before, params, block == 0, s, moves, beta);
     if constexpr (WithState) {
         if (inside) {
             terms_prepare(prepare.terms, prepare.state.data, 1, 0, prepare.p.data, prepare.grid,
@@ -1167,7 +1275,9 @@ __device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
     }
     __syncthreads();
     if (!moves) return;  // uniform over the block
-    move_direction_tile(v, 0, beta, w.g, w.d, w.pairs, at);
+    // (the corner anew: kept across the syncs it took registers that spilled)
+    adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
+    move_direction_tile(v, 0, beta, w.g, w.d, w.pairs, at, x0, y0, moved[tile]);
 }
 
 }  // namespace recon::kernels::cuda::p2

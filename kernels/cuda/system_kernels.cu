@@ -291,6 +291,41 @@ dim3 image_tiles(const Parallel2dView& sys, int frames = 1)
             static_cast<unsigned>(frames)};
 }
 
+/// Whether one frame's adjoint takes its tiles in pairs reflected through
+/// the image's centre, each weight serving both (p2::parallel2d_adjoint_kernel
+/// with Mirrored): where the reflection of a tile is a tile and of a bin a
+/// bin, nx a multiple of 32, ny of 16 and the detector centred
+/// (center_offset 0). RECON_PARALLEL2D_ADJOINT = `auto` (default) or
+/// `tiles` (never), for comparing.
+bool parallel2d_adjoint_mirrored(const Parallel2dView& sys)
+{
+    if (environment_choice("RECON_PARALLEL2D_ADJOINT", {"auto", "tiles"}) != 0) return false;
+    return sys.center_offset == 0.0f && sys.nx > 0 && sys.ny > 0 && sys.nx % 32 == 0 &&
+           sys.ny % 16 == 0;
+}
+
+/// The adjoint's blocks for one frame: a tile each, or (mirrored) a tile of
+/// the image's left half and its reflection.
+dim3 adjoint_blocks(const Parallel2dView& sys, bool mirrored)
+{
+    dim3 grid = image_tiles(sys);
+    if (mirrored) grid.x /= 2;
+    return grid;
+}
+
+/// Launches p2::parallel2d_adjoint_kernel<BT, Epilogue, Mirrored> on `grid`.
+template <int BT, bool Mirrored, class Epilogue>
+void launch_adjoint(const Executor& exec, const Parallel2dView& sys, dim3 grid, const float* y,
+                    float* x, const Epilogue& epilogue)
+{
+    auto kernel = p2::parallel2d_adjoint_kernel<BT, Epilogue, Mirrored>;
+    constexpr std::size_t bytes = p2::adjoint_shared_bytes<BT, Mirrored>;
+    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
+    kernel<<<grid, p2::adjoint_threads<BT, Mirrored>, bytes, stream_of(exec)>>>(sys, y, x,
+                                                                                 epilogue);
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
 /// x = Aᵀ y for `batch` frames; make_epilogue(first) gives the epilogue of
 /// the launch for frames first .. (p2::NoEpilogue or p2::ReduceEpilogue).
 template <class MakeEpilogue>
@@ -300,16 +335,19 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
     const index_t m = rows_of(sys);
     const index_t n = cols_of(sys);
     if (n == 0) return;
-    const dim3 grid = image_tiles(sys);
+    const bool mirrored = parallel2d_adjoint_mirrored(sys);
     for_frame_chunks(batch, [&](auto bt, int first) {
         constexpr int BT = decltype(bt)::value;
-        auto kernel = p2::parallel2d_adjoint_kernel<BT, decltype(make_epilogue(first))>;
-        allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel),
-                             p2::adjoint_shared_bytes<BT>);
-        kernel<<<grid, p2::adjoint_threads<BT>, p2::adjoint_shared_bytes<BT>, stream_of(exec)>>>(
-            sys, y + static_cast<size_type>(first) * m, x + static_cast<size_type>(first) * n,
-            make_epilogue(first));
-        RECON_CUDA_CHECK_LAUNCH();
+        const float* y_b = y + static_cast<size_type>(first) * m;
+        float* x_b = x + static_cast<size_type>(first) * n;
+        if constexpr (BT == 1) {
+            if (mirrored) {
+                launch_adjoint<1, true>(exec, sys, adjoint_blocks(sys, true), y_b, x_b,
+                                        make_epilogue(first));
+                return;
+            }
+        }
+        launch_adjoint<BT, false>(exec, sys, image_tiles(sys), y_b, x_b, make_epilogue(first));
     });
 }
 
@@ -560,18 +598,18 @@ namespace {
 /// The rays from the kept pair images, then the adjoint of one frame with
 /// p2::StepEpilogue as one cooperative launch; false, and nothing queued,
 /// where its blocks cannot all be resident at once.
-template <bool WithState>
-bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
+template <bool WithState, bool Mirrored>
+bool launch_one_pass_tiles(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
                      float* u, const StepDotsAt& op, const StepVectors& w,
                      const RegularizerPrepare& prepare)
 {
-    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>>;
-    const dim3 grid = image_tiles(sys);
-    const unsigned threads = p2::adjoint_threads<1>;
+    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>, Mirrored>;
+    constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, Mirrored>;
+    const dim3 grid = adjoint_blocks(sys, Mirrored);
+    const unsigned threads = p2::adjoint_threads<1, Mirrored>;
     const long long blocks = static_cast<long long>(grid.x) * grid.y;
-    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), p2::adjoint_shared_bytes<1>);
-    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks,
-                          p2::adjoint_shared_bytes<1>)) {
+    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
+    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks, bytes)) {
         return false;
     }
     auto* partials = static_cast<double2*>(
@@ -579,8 +617,18 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
     const p2::StepEpilogue<WithState> epilogue{op,     0,       params, w,
                                                prepare, partials, partials + blocks};
-    return launch_cooperative(exec, kernel, grid, dim3{threads}, p2::adjoint_shared_bytes<1>, sys,
-                              forward, u, epilogue);
+    return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, u,
+                              epilogue);
+}
+
+template <bool WithState>
+bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
+                     float* u, const StepDotsAt& op, const StepVectors& w,
+                     const RegularizerPrepare& prepare)
+{
+    return parallel2d_adjoint_mirrored(sys)
+               ? launch_one_pass_tiles<WithState, true>(exec, sys, params, u, op, w, prepare)
+               : launch_one_pass_tiles<WithState, false>(exec, sys, params, u, op, w, prepare);
 }
 
 }  // namespace

@@ -229,14 +229,18 @@ TEST(GpuSolverLimits, AutomaticLaunchTakesThePersistentKernelWhereItWasMeasuredF
 /// Full solves (both forms, batch 2, a regularizer) small enough for
 /// compute-sanitizer; one test per launch so each can be checked alone. The
 /// graph and host loop also solve a parallel-beam model with TV: 4 + 1
-/// frames (the dot step in the adjoint's epilogue) and 2 frames (the
-/// direction step keeping the rays' pair images of d).
+/// frames (the dot step in the adjoint's epilogue), 2 frames (the
+/// direction step keeping the rays' pair images of d) and one frame (the
+/// step in the adjoint's launch), on an image of tiles and on one whose
+/// adjoint takes its tiles in mirrored pairs.
 void sanitize_solves(SolveLaunch launch)
 {
     const auto seed = test::fresh_seed();
     std::mt19937_64 rng{seed};
     const Synthetic synthetic{3000, 500, 15000, seed};
-    const Parallel2d parallel{24, 20, 30, {0.0, 17.0, 45.0, 80.0, 91.0, 135.0, 160.0}, 0.5};
+    const std::vector<double> angles{0.0, 17.0, 45.0, 80.0, 91.0, 135.0, 160.0};
+    const Parallel2d parallel{24, 20, 30, angles, 0.5};
+    const Parallel2d mirrored{32, 32, 30, angles, 0.0};
     struct Problem {
         const SystemModel& model;
         const char* regularizer;
@@ -251,6 +255,7 @@ void sanitize_solves(SolveLaunch launch)
         problems.push_back({parallel, "tv:0.02,nonneg:2", 5});
         problems.push_back({parallel, "tv:0.02,nonneg:2", 2});  // the pair images of d kept
         problems.push_back({parallel, "tv:0.02,nonneg:2", 1});  // the step in the adjoint's launch
+        problems.push_back({mirrored, "tv:0.02,nonneg:2", 1});  // with mirrored tiles
     }
     for (const auto& [model, regularizer, batch] : problems) {
         const auto b = test::random_vector(static_cast<std::size_t>(batch) * model.rows(), rng);
