@@ -463,6 +463,31 @@ RECON_HD index_t ray_blocks(const Parallel2dView& v)
 /// once, leave ptxas 40 registers: with the 32 of four blocks per SM it
 /// kept two loads in flight per thread, and a system of few views (each
 /// SM one or two blocks) waited on the L2 for every second step.
+/// The (view group, bin group) of rays block `block`: the bin groups from
+/// the detector's centre outwards, every view group of one before the
+/// next. All blocks run at once (ct_256: 360 on 132 SMs, 3 on 96 and 2 on
+/// 36); handed out in order, the blocks an SM takes third are of the outer
+/// groups, whose rays cross less of the image (at 45° a few times fewer
+/// steps than the central ones). H200, ncu at 1.46 GHz: ct_256's rays
+/// 20.7 -> 19.4-19.8 µs against the view groups' bins together.
+struct RaysBlock {
+    index_t view_group, bin_group;
+};
+
+RECON_HD RaysBlock rays_block(const Parallel2dView& v, index_t block)
+{
+    const index_t bin_groups = (v.bins + 31) / 32;
+    const index_t view_groups = (v.views + ray_views - 1) / ray_views;
+    const index_t rank = block / view_groups;
+    const index_t view_group = block - rank * view_groups;
+    // rank 0, 1, 2, 3, ... -> the middle group(s), then one further out on
+    // each side in turn (8 groups: 3, 4, 2, 5, 1, 6, 0, 7; 7: 3, 4, 2, 5, ...)
+    const index_t bin_group = rank % 2 == 0
+                                  ? (bin_groups - 1) / 2 - rank / 2
+                                  : bin_groups / 2 + (rank - 1) / 2 + bin_groups % 2;
+    return {view_group, bin_group};
+}
+
 template <int BT, class Acc>
 __global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
@@ -472,10 +497,9 @@ __global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
     const int lane = threadIdx.x % 32;
     const int segment = (threadIdx.x / 32) % ray_segments;
     const int view_offset = threadIdx.x / (32 * ray_segments);
-    const index_t bin_groups = (v.bins + 31) / 32;
-    const index_t view_group = static_cast<index_t>(blockIdx.x) / bin_groups;
-    const index_t view = view_group * ray_views + view_offset;
-    const index_t bin = (static_cast<index_t>(blockIdx.x) - view_group * bin_groups) * 32 + lane;
+    const RaysBlock place = rays_block(v, blockIdx.x);
+    const index_t view = place.view_group * ray_views + view_offset;
+    const index_t bin = place.bin_group * 32 + lane;
     const bool active = view < v.views && bin < v.bins;
     const index_t row = view * v.bins + bin;
     Acc acc[BT];
