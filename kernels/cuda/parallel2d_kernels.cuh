@@ -452,17 +452,6 @@ RECON_HD index_t ray_blocks(const Parallel2dView& v)
     return ((v.views + ray_views - 1) / ray_views) * ((v.bins + 31) / 32);
 }
 
-/// y[b][ray] = Σ_k weights · x[b] for BT frames, from their pair images
-/// (`pairs`, frame stride pair_frame_size). A block takes the same 32 bins
-/// (lanes) of ray_views neighbouring views and splits each ray's steps over
-/// ray_segments warps. Views one degree apart cross nearly the same pixels
-/// at each step, so the block's warps share the pair images' cache lines in
-/// L1: one view per block read every line from L2 once per view (~90 MB per
-/// product for ct_256, 20 µs on an H100). With `sub`: r = A x − sub, sums
-/// kept in Acc. Three blocks per SM, which ct_256's 360 blocks need at
-/// once, leave ptxas 40 registers: with the 32 of four blocks per SM it
-/// kept two loads in flight per thread, and a system of few views (each
-/// SM one or two blocks) waited on the L2 for every second step.
 /// The (view group, bin group) of rays block `block`: the bin groups from
 /// the detector's centre outwards, every view group of one before the
 /// next. All blocks run at once (ct_256: 360 on 132 SMs, 3 on 96 and 2 on
@@ -488,6 +477,17 @@ RECON_HD RaysBlock rays_block(const Parallel2dView& v, index_t block)
     return {view_group, bin_group};
 }
 
+/// y[b][ray] = Σ_k weights · x[b] for BT frames, from their pair images
+/// (`pairs`, frame stride pair_frame_size). A block takes the same 32 bins
+/// (lanes) of ray_views neighbouring views and splits each ray's steps over
+/// ray_segments warps. Views one degree apart cross nearly the same pixels
+/// at each step, so the block's warps share the pair images' cache lines in
+/// L1: one view per block read every line from L2 once per view (~90 MB per
+/// product for ct_256, 20 µs on an H100). With `sub`: r = A x − sub, sums
+/// kept in Acc. Three blocks per SM, which ct_256's 360 blocks need at
+/// once, leave ptxas 40 registers: with the 32 of four blocks per SM it
+/// kept two loads in flight per thread, and a system of few views (each
+/// SM one or two blocks) waited on the L2 for every second step.
 template <int BT, class Acc>
 __global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
