@@ -4,7 +4,8 @@
 // weights of rows.hpp's generator, from its own geometry (view_geometry,
 // ray_base, crossing: products and sums rounded one by one, on the host and
 // the device alike), so A and Aᵀ stay matched and agree with the CPU backend
-// up to the order of the sums.
+// up to the order of the sums (one frame's mirrored Aᵀ, below: up to the
+// last bits of the reflected pixels' weights as well).
 //
 // Notation (rows.hpp): a view steps along its `major` image axis (y when
 // |cos| >= |sin|, else x); at major index k the ray of bin b crosses the

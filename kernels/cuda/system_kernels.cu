@@ -596,12 +596,13 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
 namespace {
 
 /// The rays from the kept pair images, then the adjoint of one frame with
-/// p2::StepEpilogue as one cooperative launch; false, and nothing queued,
-/// where its blocks cannot all be resident at once.
+/// p2::StepEpilogue as one cooperative launch, on a tile per block or
+/// (Mirrored) a tile and its reflection; false, and nothing queued, where
+/// its blocks cannot all be resident at once.
 template <bool WithState, bool Mirrored>
-bool launch_one_pass_tiles(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
-                     float* u, const StepDotsAt& op, const StepVectors& w,
-                     const RegularizerPrepare& prepare)
+bool launch_one_pass_tiles(const Executor& exec, const Parallel2dView& sys,
+                           const CgnrParams& params, float* u, const StepDotsAt& op,
+                           const StepVectors& w, const RegularizerPrepare& prepare)
 {
     auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>, Mirrored>;
     constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, Mirrored>;
@@ -621,6 +622,7 @@ bool launch_one_pass_tiles(const Executor& exec, const Parallel2dView& sys, cons
                               epilogue);
 }
 
+/// launch_one_pass_tiles on the tiles parallel2d_adjoint_mirrored picks.
 template <bool WithState>
 bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
                      float* u, const StepDotsAt& op, const StepVectors& w,

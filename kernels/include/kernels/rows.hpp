@@ -3,7 +3,10 @@
 // host/device function per model. Both backends and materialization call the
 // same code, so a row generated on the fly, on the GPU or on the CPU, and the
 // stored matrix made from it have identical columns and weights, and A and
-// its adjoint are matched exactly.
+// its adjoint are matched exactly (the GPU's parallel-beam adjoint of one
+// frame on mirrored tiles shares each weight with the reflected pixel, whose
+// own weight rows.hpp may round apart in the last bits; see
+// parallel2d_kernels.cuh).
 //
 // for_each_entry(view, row, f) calls f(col, weight) for every entry of the
 // row (entries with weight 0 may be skipped).
