@@ -23,12 +23,13 @@
 //     rows[k][i + 2] = (x[k][i], x[k][i + 1]) and the same for columns
 //     (the transposed image). One 16 x 16 tile per block, transposed through
 //     shared memory. ~0.25 MB in and 1 MB out per frame, from and to L2.
-//  2. parallel2d_rays_kernel: one thread per ray, the 32 lanes of a warp on
-//     32 neighbouring bins of one view. At a step k those lanes read 32
-//     neighbouring entries of one row of the pair image that runs along the
-//     view's minor axis (the transposed one for views that step along x):
-//     one 8-byte load per step for both pixels, ~3 L1 wavefronts per warp
-//     and step, where one thread (or one warp) per ray reading x directly
+//  2. parallel2d_rays_kernel: one thread per ray, the lanes of a warp on
+//     neighbouring bins (8 bins of 4 neighbouring views; first 32 bins of
+//     one view). At a step k those lanes read neighbouring entries of one
+//     row of the pair image that runs along the view's minor axis (the
+//     transposed one for views that step along x): one 8-byte load per step
+//     for both pixels, ~1.7 cache lines per warp and step (~3 for 32 bins of
+//     one view), where one thread (or one warp) per ray reading x directly
 //     touches 32 cache lines per load for half of the views (the previous
 //     kernel: 44 µs, L1-wavefront bound). The zero padding lets every step
 //     run without bounds tests; the k range of each ray is clipped to the
@@ -445,6 +446,12 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 
 constexpr int ray_segments = 4;  // warps per ray group; each takes a quarter of every ray
 constexpr int ray_views = 4;     // neighbouring views per block
+/// Lanes of a warp on one view: a warp takes the block's ray_views views x 8
+/// neighbouring bins, so that its 32 loads of a step fall on ~1.7 cache
+/// lines instead of ~3.0 with 32 bins of one view (views a degree apart
+/// cross nearly the same entries; counted over ct_256's steps).
+constexpr int ray_lanes_per_view = 32 / ray_views;
+static_assert(32 % ray_views == 0);
 
 /// Blocks of parallel2d_rays_kernel for a system: one per ray_views views
 /// and 32 bins.
@@ -480,27 +487,34 @@ RECON_HD RaysBlock rays_block(const Parallel2dView& v, index_t block)
 
 /// y[b][ray] = Σ_k weights · x[b] for BT frames, from their pair images
 /// (`pairs`, frame stride pair_frame_size). A block takes the same 32 bins
-/// (lanes) of ray_views neighbouring views and splits each ray's steps over
-/// ray_segments warps. Views one degree apart cross nearly the same pixels
+/// of ray_views neighbouring views and splits each ray's steps over
+/// ray_segments warps; a warp takes a segment of 8 bins of every view
+/// (ray_lanes_per_view). Views one degree apart cross nearly the same pixels
 /// at each step, so the block's warps share the pair images' cache lines in
-/// L1: one view per block read every line from L2 once per view (~90 MB per
-/// product for ct_256, 20 µs on an H100). With `sub`: r = A x − sub, sums
-/// kept in Acc. Three blocks per SM, which ct_256's 360 blocks need at
-/// once, leave ptxas 40 registers: with the 32 of four blocks per SM it
-/// kept two loads in flight per thread, and a system of few views (each
-/// SM one or two blocks) waited on the L2 for every second step.
+/// L1 (one view per block read every line from L2 once per view: ~90 MB per
+/// product for ct_256, 20 µs on an H100), and so do a warp's lanes: its
+/// load of a step touches fewer lines than 32 bins of one view did (ncu,
+/// H100 at 1.56 GHz: ct_256's L1 sectors 4.76M -> 2.80M, the kernel 18.6
+/// -> 17.4 µs; 16 bins of 2 views measured level with 32 of one). With
+/// `sub`: r = A x − sub, sums kept in Acc. Three blocks per SM, which
+/// ct_256's 360 blocks need at once, leave ptxas 40 registers: with the 32
+/// of four blocks per SM it kept two loads in flight per thread, and a
+/// system of few views (each SM one or two blocks) waited on the L2 for
+/// every second step.
 template <int BT, class Acc>
 __global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
                            const float* __restrict__ sub, float* __restrict__ y)
 {
     __shared__ Acc partial[ray_views][ray_segments][BT][32];
-    const int lane = threadIdx.x % 32;
-    const int segment = (threadIdx.x / 32) % ray_segments;
-    const int view_offset = threadIdx.x / (32 * ray_segments);
+    const int warp = threadIdx.x / 32;
+    const int segment = warp % ray_segments;
+    const int view_offset = (threadIdx.x % 32) / ray_lanes_per_view;
+    const int bin_offset = (warp / ray_segments) * ray_lanes_per_view +
+                           threadIdx.x % ray_lanes_per_view;  // of the block's 32 bins
     const RaysBlock place = rays_block(v, blockIdx.x);
     const index_t view = place.view_group * ray_views + view_offset;
-    const index_t bin = place.bin_group * 32 + lane;
+    const index_t bin = place.bin_group * 32 + bin_offset;
     const bool active = view < v.views && bin < v.bins;
     const index_t row = view * v.bins + bin;
     Acc acc[BT];
@@ -539,13 +553,13 @@ __global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
         for (int b = 0; b < BT; ++b) acc[b] *= static_cast<Acc>(g.scale);
     }
 #pragma unroll
-    for (int b = 0; b < BT; ++b) partial[view_offset][segment][b][lane] = acc[b];
+    for (int b = 0; b < BT; ++b) partial[view_offset][segment][b][bin_offset] = acc[b];
     __syncthreads();
     if (segment == 0 && active) {
 #pragma unroll
         for (int b = 0; b < BT; ++b) {
-            Acc sum = partial[view_offset][0][b][lane];
-            for (int s = 1; s < ray_segments; ++s) sum += partial[view_offset][s][b][lane];
+            Acc sum = partial[view_offset][0][b][bin_offset];
+            for (int s = 1; s < ray_segments; ++s) sum += partial[view_offset][s][b][bin_offset];
             const size_type k = static_cast<size_type>(b) * (v.views * v.bins) + row;
             y[k] = static_cast<float>(sub != nullptr ? sum - static_cast<Acc>(__ldg(sub + k)) : sum);
         }
