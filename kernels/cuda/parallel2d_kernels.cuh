@@ -39,15 +39,19 @@
 //     conversions issue at 1/8 of the FP32 rate). ~16 instructions per
 //     (ray, step): ~9M steps -> ~4.5M warp instructions over 528
 //     schedulers -> ~4-5 µs, plus ~1-2 µs for the pair images and one more
-//     launch. A block takes 4 neighbouring views of the same 32 bins: with
-//     one view per block, ncu (H100, 2026-11-22) found the kernel at 19.6 µs
-//     and L2-bound (60 % of L2 throughput), each view reading every line of
-//     the pair image from L2 (~90 MB per product); views a degree apart
-//     cross nearly the same pixels at each step, so their warps share the
-//     lines in L1 (L2 at 22 %, but the same 19.4 µs: the kernel waits on L1
-//     latency; walking each segment as two interleaved halves, two chains of
-//     loads per thread, made it slower: 23.1 µs; so did 5 segments per ray,
-//     more warps per SM (occupancy 61 -> 76 %): 22.1 µs).
+//     launch. A block takes 4 neighbouring views (first one view of 32
+//     bins: ncu, H100, 2026-11-22, found the kernel at 19.6 µs and L2-bound,
+//     60 % of L2 throughput, each view reading every line of the pair image
+//     from L2, ~90 MB per product); views a degree apart cross nearly the
+//     same pixels at each step, so their lanes share lines (L2 at 22 %, but
+//     the same 19.4 µs: the kernel waits on L1 latency; walking each segment
+//     as two interleaved halves, two chains of loads per thread, made it
+//     slower: 23.1 µs; so did 5 segments per ray, more warps per SM,
+//     occupancy 61 -> 76 %: 22.1 µs). Every block runs at once, so the
+//     kernel lasts as long as its busiest SM: the blocks are handed out
+//     longest first from a table the system makes once (parallel2d_rays.hpp;
+//     with blocks of 4 x 32 rays in centre-out order ncu counted the SMs
+//     active in 66-77 % of the kernel's cycles).
 //
 // Aᵀ y, one kernel (parallel2d_adjoint_kernel): a block owns a 16 x 16
 // pixel tile, warp pairs split the views (summed in shared memory at the
@@ -98,6 +102,7 @@
 #include "cgnr_ops.cuh"
 #include "cooperative_step.cuh"
 #include "frame_reduce.cuh"
+#include "kernels/parallel2d_rays.hpp"
 #include "kernels/rows.hpp"
 #include "launch.cuh"
 
@@ -444,77 +449,32 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     move_direction_tile(v, frame, beta, w.g, w.d, w.pairs);
 }
 
-constexpr int ray_segments = 4;  // warps per ray group; each takes a quarter of every ray
-constexpr int ray_views = 4;     // neighbouring views per block
-/// Lanes of a warp on one view: a warp takes the block's ray_views views x 8
-/// neighbouring bins, so that its 32 loads of a step fall on ~1.7 cache
-/// lines instead of ~3.0 with 32 bins of one view (views a degree apart
-/// cross nearly the same entries; counted over ct_256's steps).
-constexpr int ray_lanes_per_view = 32 / ray_views;
-static_assert(32 % ray_views == 0);
-
-/// Blocks of parallel2d_rays_kernel for a system: one per ray_views views
-/// and 32 bins.
-RECON_HD index_t ray_blocks(const Parallel2dView& v)
-{
-    return ((v.views + ray_views - 1) / ray_views) * ((v.bins + 31) / 32);
-}
-
-/// The (view group, bin group) of rays block `block`: the bin groups from
-/// the detector's centre outwards, every view group of one before the
-/// next. All blocks run at once (ct_256: 360 on 132 SMs, 3 on 96 and 2 on
-/// 36); handed out in order, the blocks an SM takes third are of the outer
-/// groups, whose rays cross less of the image (at 45° a few times fewer
-/// steps than the central ones). H200, ncu at 1.46 GHz: ct_256's rays
-/// 20.7 -> 19.4-19.8 µs against the view groups' bins together.
-struct RaysBlock {
-    index_t view_group, bin_group;
-};
-
-RECON_HD RaysBlock rays_block(const Parallel2dView& v, index_t block)
-{
-    const index_t bin_groups = (v.bins + 31) / 32;
-    const index_t view_groups = (v.views + ray_views - 1) / ray_views;
-    const index_t rank = block / view_groups;
-    const index_t view_group = block - rank * view_groups;
-    // rank 0, 1, 2, 3, ... -> the middle group(s), then one further out on
-    // each side in turn (8 groups: 3, 4, 2, 5, 1, 6, 0, 7; 7: 3, 4, 2, 5, ...)
-    const index_t bin_group = rank % 2 == 0
-                                  ? (bin_groups - 1) / 2 - rank / 2
-                                  : bin_groups / 2 + (rank - 1) / 2 + bin_groups % 2;
-    return {view_group, bin_group};
-}
-
 /// y[b][ray] = Σ_k weights · x[b] for BT frames, from their pair images
-/// (`pairs`, frame stride pair_frame_size). A block takes the same 32 bins
-/// of ray_views neighbouring views and splits each ray's steps over
-/// ray_segments warps; a warp takes a segment of 8 bins of every view
-/// (ray_lanes_per_view). Views one degree apart cross nearly the same pixels
-/// at each step, so the block's warps share the pair images' cache lines in
-/// L1 (one view per block read every line from L2 once per view: ~90 MB per
-/// product for ct_256, 20 µs on an H100), and so do a warp's lanes: its
-/// load of a step touches fewer lines than 32 bins of one view did (ncu,
-/// H100 at 1.56 GHz: ct_256's L1 sectors 4.76M -> 2.80M, the kernel 18.6
-/// -> 17.4 µs; 16 bins of 2 views measured level with 32 of one). With
-/// `sub`: r = A x − sub, sums kept in Acc. Three blocks per SM, which
-/// ct_256's 360 blocks need at once, leave ptxas 40 registers: with the 32
-/// of four blocks per SM it kept two loads in flight per thread, and a
-/// system of few views (each SM one or two blocks) waited on the L2 for
-/// every second step.
+/// (`pairs`, frame stride pair_frame_size). A block takes the rays of
+/// ray_views neighbouring views x ray_bins neighbouring bins, a warp's lanes
+/// (parallel2d_rays.hpp, which also orders the blocks), and splits each
+/// ray's steps over ray_segments warps. Views one degree apart cross nearly
+/// the same pixels at each step, so a warp's loads of a step share cache
+/// lines: ~1.7 lines per warp and step where 32 bins of one view touched
+/// ~3.0 (counted over ct_256's steps; ncu, H100 at 1.56 GHz: L1 sectors
+/// 4.76M -> 2.80M, the kernel 18.6 -> 17.4 µs; 16 bins of 2 views measured
+/// level with 32 of one). One view per block read every line from L2 once
+/// per view (~90 MB per product for ct_256, 20 µs on an H100). With `sub`:
+/// r = A x − sub, sums kept in Acc. Twelve blocks per SM, which ct_256's
+/// 1,440 blocks need at once, leave ptxas 40 registers: with 32 it kept two
+/// loads in flight per thread, and a system of few views (each SM one or
+/// two blocks) waited on the L2 for every second step.
 template <int BT, class Acc>
-__global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
+__global__ void __launch_bounds__(32 * ray_segments, 12)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
                            const float* __restrict__ sub, float* __restrict__ y)
 {
-    __shared__ Acc partial[ray_views][ray_segments][BT][32];
-    const int warp = threadIdx.x / 32;
-    const int segment = warp % ray_segments;
-    const int view_offset = (threadIdx.x % 32) / ray_lanes_per_view;
-    const int bin_offset = (warp / ray_segments) * ray_lanes_per_view +
-                           threadIdx.x % ray_lanes_per_view;  // of the block's 32 bins
-    const RaysBlock place = rays_block(v, blockIdx.x);
-    const index_t view = place.view_group * ray_views + view_offset;
-    const index_t bin = place.bin_group * 32 + bin_offset;
+    __shared__ Acc partial[ray_segments][BT][32];
+    const int lane = threadIdx.x % 32;
+    const int segment = threadIdx.x / 32;
+    const RaysItem place = rays_block(v, blockIdx.x);
+    const index_t view = place.view_group * ray_views + lane / ray_bins;
+    const index_t bin = place.bin_group * ray_bins + lane % ray_bins;
     const bool active = view < v.views && bin < v.bins;
     const index_t row = view * v.bins + bin;
     Acc acc[BT];
@@ -553,13 +513,13 @@ __global__ void __launch_bounds__(32 * ray_segments * ray_views, 3)
         for (int b = 0; b < BT; ++b) acc[b] *= static_cast<Acc>(g.scale);
     }
 #pragma unroll
-    for (int b = 0; b < BT; ++b) partial[view_offset][segment][b][bin_offset] = acc[b];
+    for (int b = 0; b < BT; ++b) partial[segment][b][lane] = acc[b];
     __syncthreads();
     if (segment == 0 && active) {
 #pragma unroll
         for (int b = 0; b < BT; ++b) {
-            Acc sum = partial[view_offset][0][b][bin_offset];
-            for (int s = 1; s < ray_segments; ++s) sum += partial[view_offset][s][b][bin_offset];
+            Acc sum = partial[0][b][lane];
+            for (int s = 1; s < ray_segments; ++s) sum += partial[s][b][lane];
             const size_type k = static_cast<size_type>(b) * (v.views * v.bins) + row;
             y[k] = static_cast<float>(sub != nullptr ? sum - static_cast<Acc>(__ldg(sub + k)) : sum);
         }

@@ -165,8 +165,8 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
     const index_t n = cols_of(sys);
     if (m == 0) return;
     const cudaStream_t stream = stream_of(exec);
-    const unsigned ray_blocks = static_cast<unsigned>(p2::ray_blocks(sys));
-    constexpr int ray_threads = 32 * p2::ray_segments * p2::ray_views;
+    const unsigned rays_grid = static_cast<unsigned>(ray_blocks(sys));
+    constexpr int ray_threads = 32 * ray_segments;
     auto make_pairs = [&](const float* xb, int frames) {
         if (n == 0) return;
         const dim3 grid{static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
@@ -180,7 +180,7 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
         for (int b = 0; b < batch; ++b) {
             const size_type mb = static_cast<size_type>(b) * m;
             make_pairs(x + static_cast<size_type>(b) * n, 1);
-            p2::parallel2d_rays_kernel<1, double><<<ray_blocks, ray_threads, 0, stream>>>(
+            p2::parallel2d_rays_kernel<1, double><<<rays_grid, ray_threads, 0, stream>>>(
                 sys, pairs, sub + mb, y + mb);
             RECON_CUDA_CHECK_LAUNCH();
         }
@@ -200,7 +200,7 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
         } else {
             make_pairs(xb, BT);
         }
-        p2::parallel2d_rays_kernel<BT, float><<<ray_blocks, ray_threads, 0, stream>>>(
+        p2::parallel2d_rays_kernel<BT, float><<<rays_grid, ray_threads, 0, stream>>>(
             sys, rays_from, nullptr, yb);
         RECON_CUDA_CHECK_LAUNCH();
     });

@@ -4,6 +4,7 @@
 #include <numbers>
 #include <stdexcept>
 
+#include "kernels/parallel2d_rays.hpp"
 #include "recon/system_model.hpp"
 
 namespace recon {
@@ -42,7 +43,8 @@ std::map<std::string, std::string> Parallel2d::parameters() const
             {"center_offset", std::to_string(center_offset_)}};
 }
 
-kernels::Parallel2dView Parallel2d::make_view(const float* cos_angle, const float* sin_angle) const
+kernels::Parallel2dView Parallel2d::make_view(const float* cos_angle, const float* sin_angle,
+                                              const std::int32_t* rays_order) const
 {
     kernels::Parallel2dView v;
     v.nx = nx_;
@@ -52,6 +54,7 @@ kernels::Parallel2dView Parallel2d::make_view(const float* cos_angle, const floa
     v.center_offset = static_cast<float>(center_offset_);
     v.cos_angle = cos_angle;
     v.sin_angle = sin_angle;
+    v.rays_order = rays_order;
     return v;
 }
 
@@ -61,11 +64,14 @@ kernels::SystemView Parallel2d::view(const Executor& exec) const
     std::lock_guard lock{mutex_};
     auto it = device_.find(exec.device());
     if (it == device_.end()) {
-        DeviceAngles angles{kernels::Array<float>{exec, cos_}, kernels::Array<float>{exec, sin_}};
+        const auto order = kernels::rays_order(make_view(cos_.data(), sin_.data()));
+        DeviceArrays arrays{kernels::Array<float>{exec, cos_}, kernels::Array<float>{exec, sin_},
+                            kernels::Array<std::int32_t>{exec, order}};
         exec.synchronize();
-        it = device_.emplace(exec.device(), std::move(angles)).first;
+        it = device_.emplace(exec.device(), std::move(arrays)).first;
     }
-    return make_view(it->second.cos_angle.data(), it->second.sin_angle.data());
+    const DeviceArrays& arrays = it->second;
+    return make_view(arrays.cos_angle.data(), arrays.sin_angle.data(), arrays.rays_order.data());
 }
 
 }  // namespace recon

@@ -155,6 +155,14 @@ TEST_P(Parallel2dGpu, MatchesTheCpuAndIsItsAdjoint)
     expect_close(g_u.to_host(), u, 2e-5, "Aᵀ(A d)");
     expect_close(g_u2.to_host(), u, 2e-5, "Aᵀ(A d) without q");
     expect_close(g_r.to_host(), r, 5e-6, "r = A x - b");
+    // The order the rays kernel's blocks are handed out in (the model's
+    // table, longest first) changes no sum: the same bits in centre-out order.
+    auto unordered = std::get<kernels::Parallel2dView>(gpu_view);
+    ASSERT_NE(unordered.rays_order, nullptr);
+    unordered.rays_order = nullptr;
+    auto g_ax_unordered = poisoned(ax.size());
+    kernels::apply(gpu(), kernels::SystemView{unordered}, batch, cview(dx), g_ax_unordered.view());
+    EXPECT_EQ(g_ax_unordered.to_host(), g_ax.to_host()) << "A x without the order's table";
     // The fused product is the two products, bit for bit: A d as apply makes
     // it (one frame without q: as the rays' parts, added in the same order).
     auto g_atax = poisoned(u.size());
@@ -786,8 +794,20 @@ TEST(Parallel2dGpuMirrored, MirroredTilesMatchATilePerBlock)
     const auto [x_tiles, r_tiles] = solve("tiles");
     EXPECT_EQ(r_mirrored[0].iterations, 20);
     EXPECT_EQ(r_tiles[0].iterations, 20);
-    // 20 iterations carry the last-bit differences of the weights into x.
-    EXPECT_LE(test::rel_error(x_mirrored, x_tiles), 1e-4);
+    // 20 iterations carry the last-bit differences of the weights into x:
+    // over random problems the two drift apart by up to ~1e-3, and their
+    // misfits ‖A x − b‖ / ‖b‖ (~2e-3) by up to ~5e-3 of themselves (H200,
+    // 100 seeds; CG's directions turn with every rounding), where a tile
+    // stepped wrongly would be off by the size of x and fit b far worse.
+    EXPECT_LE(test::rel_error(x_mirrored, x_tiles), 1e-2);
+    auto misfit = [&](const std::vector<float>& x) {
+        std::vector<float> ax(static_cast<std::size_t>(m));
+        kernels::apply(Executor::cpu(), model.view(Executor::cpu()), 1, cview_of(x), view_of(ax));
+        return test::rel_error(ax, b);
+    };
+    const double misfit_tiles = misfit(x_tiles);
+    EXPECT_GT(misfit_tiles, 0.0);
+    EXPECT_NEAR(misfit(x_mirrored), misfit_tiles, 2e-2 * misfit_tiles);
 }
 
 /// A product on a 32 x 32 image (mirrored tiles where the switch allows)

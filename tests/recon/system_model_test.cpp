@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <set>
 
+#include "kernels/parallel2d_rays.hpp"
 #include "kernels/rows.hpp"
 #include "recon/system_model.hpp"
 #include "test_utils.hpp"
@@ -55,6 +57,58 @@ TEST(Parallel2d, AdjointIdentityOnSquareAndRectangularGrids)
     expect_adjoint_identity(Parallel2d{64, 64, 64, even_angles(45)});
     expect_adjoint_identity(Parallel2d{37, 20, 50, even_angles(31), 1.25});
     expect_adjoint_identity(Parallel2d{16, 48, 40, {0.0, 45.0, 90.0, 135.0, 200.0, 333.3}, -2.5}, 3);
+}
+
+/// The GPU rays kernel's order of blocks (kernels/parallel2d_rays.hpp):
+/// every item once, the most steps first; and its estimate of a ray's steps
+/// against the steps at which rows.hpp gives the ray an entry.
+TEST(Parallel2d, RaysOrderTakesEveryBlockOnceLongestFirst)
+{
+    std::vector<double> angles;
+    for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.3);
+    const Parallel2d model{48, 40, 57, angles, 0.5};
+    const auto v = std::get<kernels::Parallel2dView>(model.view(Executor::cpu()));
+    EXPECT_EQ(v.rays_order, nullptr);  // host views carry no table
+    const auto order = kernels::rays_order(v);
+    const index_t items = kernels::ray_blocks(v);
+    ASSERT_EQ(static_cast<index_t>(order.size()), items);
+    EXPECT_EQ(items, 12 * 8);  // 45 views in groups of 4, 57 bins in groups of 8
+    std::vector<std::int32_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (index_t i = 0; i < items; ++i) ASSERT_EQ(sorted[i], i);
+
+    auto item_steps = [&](std::int32_t item) {
+        const auto at = kernels::rays_item(v, item);
+        double most = 0.0;
+        for (int i = 0; i < kernels::ray_views; ++i) {
+            for (int j = 0; j < kernels::ray_bins; ++j) {
+                const index_t view = at.view_group * kernels::ray_views + i;
+                const index_t bin = at.bin_group * kernels::ray_bins + j;
+                if (view < v.views && bin < v.bins) {
+                    most = std::max(most, kernels::ray_steps_estimate(v, view, bin));
+                }
+            }
+        }
+        return most;
+    };
+    for (index_t i = 1; i < items; ++i) {
+        EXPECT_GE(item_steps(order[i - 1]), item_steps(order[i])) << "position " << i;
+    }
+    EXPECT_GT(item_steps(order.front()), 2.0 * item_steps(order.back()));
+
+    // Each ray's entries lie on about as many major steps as estimated.
+    for (index_t view = 0; view < v.views; view += 7) {
+        const auto g = kernels::view_geometry(v, view);
+        for (index_t bin = 0; bin < v.bins; bin += 5) {
+            std::set<index_t> steps;
+            kernels::for_each_entry(v, view * v.bins + bin, [&](index_t col, float) {
+                steps.insert(g.step_y ? col / v.nx : col % v.nx);
+            });
+            EXPECT_NEAR(kernels::ray_steps_estimate(v, view, bin),
+                        static_cast<double>(steps.size()), 2.0)
+                << "view " << view << ", bin " << bin;
+        }
+    }
 }
 
 TEST(Synthetic, AdjointIdentityAndFractionalRowLength)

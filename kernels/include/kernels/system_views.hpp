@@ -50,6 +50,9 @@ struct Parallel2dView {
     float center_offset = 0.0f;
     const float* cos_angle = nullptr;  // views
     const float* sin_angle = nullptr;  // views
+    /// The GPU rays kernel's blocks' items in the order to hand them out
+    /// (parallel2d_rays.hpp), or null: its centre-out order.
+    const std::int32_t* rays_order = nullptr;
 };
 
 /// Reproducible random sparse matrix: row i is a pure function of

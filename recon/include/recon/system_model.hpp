@@ -81,18 +81,22 @@ public:
     index_t views() const { return static_cast<index_t>(angles_deg_.size()); }
 
 private:
-    struct DeviceAngles {
+    /// What a device's view points to: the angles, and the order of the
+    /// rays kernel's blocks (kernels/parallel2d_rays.hpp).
+    struct DeviceArrays {
         kernels::Array<float> cos_angle;
         kernels::Array<float> sin_angle;
+        kernels::Array<std::int32_t> rays_order;
     };
-    kernels::Parallel2dView make_view(const float* cos_angle, const float* sin_angle) const;
+    kernels::Parallel2dView make_view(const float* cos_angle, const float* sin_angle,
+                                      const std::int32_t* rays_order = nullptr) const;
 
     index_t nx_, ny_, bins_;
     std::vector<double> angles_deg_;
     double center_offset_;
     std::vector<float> cos_, sin_;
     mutable std::mutex mutex_;
-    mutable std::map<int, DeviceAngles> device_;
+    mutable std::map<int, DeviceArrays> device_;
 };
 
 /// Reproducible random sparse matrix generated on the fly (see

@@ -1,0 +1,124 @@
+#pragma once
+// How the parallel-beam rays kernel (A x over pair images, see
+// cuda/parallel2d_kernels.cuh) splits a system into blocks, and the order in
+// which its blocks are handed out: shared by the kernel and by the host,
+// which makes that order once per system (Parallel2d::view).
+//
+// A block takes ray_views neighbouring views x ray_bins neighbouring bins
+// (one warp's lanes: 8 bins of each of 4 views) and splits each ray's steps
+// over ray_segments warps. Every block of a system runs at once (ct_256:
+// 1,440 blocks of 128 threads, 12 an SM on 132 SMs), so how long the kernel
+// takes is how long its busiest SM takes; the blocks differ up to ~4x in
+// their steps (a ray across the image's middle at 45° crosses a few times
+// more than one near its corner), and the GPU deals blocks out to its SMs in
+// turn in the order of their index. Handed out longest first, every SM gets
+// one of the longest, then one of the next, and the SMs' sums come out
+// nearly even (the centre-out order without the table: ~10 % longer by a
+// count of ct_256's steps per SM; blocks of 4 views x 32 bins, before it:
+// ~24 %). H200, recon bench, three rounds alternating: ct_256 with TV
+// 13.43 ms (4 x 32 rays a block) -> 13.10 (4 x 8, centre-out) -> 12.65
+// (4 x 8, this order).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "kernels/common.hpp"
+#include "kernels/rows.hpp"
+#include "kernels/system_views.hpp"
+
+namespace recon::kernels {
+
+constexpr int ray_views = 4;     // neighbouring views per block
+constexpr int ray_bins = 8;      // neighbouring bins per view and block
+constexpr int ray_segments = 4;  // warps per block; each takes a quarter of every ray
+static_assert(ray_views * ray_bins == 32, "a warp's lanes are the block's rays");
+
+/// A block's rays: views [view_group * ray_views, + ray_views), bins
+/// [bin_group * ray_bins, + ray_bins).
+struct RaysItem {
+    index_t view_group, bin_group;
+};
+
+RECON_HD index_t ray_view_groups(const Parallel2dView& v)
+{
+    return (v.views + ray_views - 1) / ray_views;
+}
+
+RECON_HD index_t ray_bin_groups(const Parallel2dView& v) { return (v.bins + ray_bins - 1) / ray_bins; }
+
+/// Blocks of the rays kernel for a system.
+RECON_HD index_t ray_blocks(const Parallel2dView& v) { return ray_view_groups(v) * ray_bin_groups(v); }
+
+/// Item `item` of a system, numbered view group by view group.
+RECON_HD RaysItem rays_item(const Parallel2dView& v, index_t item)
+{
+    const index_t groups = ray_bin_groups(v);
+    return {item / groups, item % groups};
+}
+
+/// The rays of block `block`: v.rays_order's item where the system has the
+/// table; else the bin groups from the detector's centre outwards, every
+/// view group of one before the next (rank 0, 1, 2, 3, ... -> the middle
+/// group(s), then one further out on each side in turn).
+RECON_HD RaysItem rays_block(const Parallel2dView& v, index_t block)
+{
+    if (v.rays_order != nullptr) return rays_item(v, v.rays_order[block]);
+    const index_t bin_groups = ray_bin_groups(v);
+    const index_t view_groups = ray_view_groups(v);
+    const index_t rank = block / view_groups;
+    const index_t view_group = block - rank * view_groups;
+    const index_t bin_group = rank % 2 == 0
+                                  ? (bin_groups - 1) / 2 - rank / 2
+                                  : bin_groups / 2 + (rank - 1) / 2 + bin_groups % 2;
+    return {view_group, bin_group};
+}
+
+/// About how many major steps of the ray of (view, bin) give a pixel a
+/// weight (the k whose crossing lies in (−1, n_minor)); for ordering blocks
+/// only, so in double and without rows.hpp's roundings.
+inline double ray_steps_estimate(const Parallel2dView& v, index_t view, index_t bin)
+{
+    const ViewGeometry g = view_geometry(v, view);
+    const double t = static_cast<double>(bin) - 0.5 * static_cast<double>(v.bins - 1) -
+                     static_cast<double>(v.center_offset);
+    const double base = t * g.inv - g.slope_c_major + g.c_minor;
+    const double lo = -1.0, hi = static_cast<double>(g.n_minor);
+    const double n_major = static_cast<double>(g.n_major);
+    if (!std::isfinite(base) || !std::isfinite(g.slope)) return 0.0;
+    if (std::abs(g.slope) * n_major < 1e-6) return base > lo && base < hi ? n_major : 0.0;
+    const double ka = (lo - base) / g.slope, kb = (hi - base) / g.slope;
+    const double begin = std::clamp(std::min(ka, kb), 0.0, n_major);
+    const double end = std::clamp(std::max(ka, kb), 0.0, n_major);
+    return end - begin;
+}
+
+/// The items in the order to hand them out: the most steps first (a block
+/// lasts as long as its warps' longest segment, so an item's steps are the
+/// most any of its rays takes), ties in item order. `v` with host pointers.
+inline std::vector<std::int32_t> rays_order(const Parallel2dView& v)
+{
+    const index_t items = ray_blocks(v);
+    std::vector<double> steps(static_cast<std::size_t>(items), 0.0);
+    for (index_t item = 0; item < items; ++item) {
+        const RaysItem at = rays_item(v, item);
+        for (int i = 0; i < ray_views; ++i) {
+            const index_t view = at.view_group * ray_views + i;
+            if (view >= v.views) break;
+            for (int j = 0; j < ray_bins; ++j) {
+                const index_t bin = at.bin_group * ray_bins + j;
+                if (bin >= v.bins) break;
+                steps[item] = std::max(steps[item], ray_steps_estimate(v, view, bin));
+            }
+        }
+    }
+    std::vector<std::int32_t> order(static_cast<std::size_t>(items));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::int32_t a, std::int32_t b) { return steps[a] > steps[b]; });
+    return order;
+}
+
+}  // namespace recon::kernels
