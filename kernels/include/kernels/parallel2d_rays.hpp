@@ -8,7 +8,7 @@
 // (one warp's lanes: 8 bins of each of 4 views) and splits each ray's steps
 // over ray_segments warps. Every block of a system runs at once (ct_256:
 // 1,440 blocks of 128 threads, 12 an SM on 132 SMs), so how long the kernel
-// takes is how long its busiest SM takes; the blocks differ up to ~4x in
+// takes is how long its busiest SM takes; the blocks differ up to ~3x in
 // their steps (a ray across the image's middle at 45° crosses a few times
 // more than one near its corner), and the GPU deals blocks out to its SMs in
 // turn in the order of their index. Handed out longest first, every SM gets
