@@ -22,24 +22,42 @@ __device__ __forceinline__ float direction_at(float g, float beta, float d)
     return fmaf(beta, d, -g);
 }
 
-/// The fused form's one-pass update at element k with the frame's α:
-/// x += α d; h_{k+1} = h_k + α u; g = h_k + fx + α e with fx, else
-/// g = h_{k+1} (stored apart only where g is not h). Returns g.
-__device__ __forceinline__ float update_at(size_type k, float alpha, const float* d,
-                                           const float* u, const float* e, const float* fx,
-                                           float* x, float* h, float* g)
+/// What the fused form's one-pass update reads at element k (none of it
+/// depends on α, so a kernel may load it while α is being formed).
+struct UpdateOperands {
+    float d, u, e, fx, x, h;
+};
+
+__device__ __forceinline__ UpdateOperands load_update(size_type k, const float* d, const float* u,
+                                                      const float* e, const float* fx,
+                                                      const float* x, const float* h)
 {
-    const float hk = h[k];
-    x[k] += alpha * d[k];
-    const float hn = hk + alpha * u[k];
+    return {d[k], u[k], e[k], fx != nullptr ? fx[k] : 0.0f, x[k], h[k]};
+}
+
+/// The fused form's one-pass update at element k with the frame's α, from
+/// its operands: x += α d; h_{k+1} = h_k + α u; g = h_k + fx + α e with fx,
+/// else g = h_{k+1} (stored apart only where g is not h). Returns g.
+__device__ __forceinline__ float update_from(const UpdateOperands& o, size_type k, float alpha,
+                                             bool with_fx, float* x, float* h, float* g)
+{
+    x[k] = o.x + alpha * o.d;
+    const float hn = o.h + alpha * o.u;
     h[k] = hn;
-    if (fx != nullptr) {
-        const float gk = hk + fx[k] + alpha * e[k];
+    if (with_fx) {
+        const float gk = o.h + o.fx + alpha * o.e;
         g[k] = gk;
         return gk;
     }
     if (g != h) g[k] = hn;
     return hn;
+}
+
+__device__ __forceinline__ float update_at(size_type k, float alpha, const float* d,
+                                           const float* u, const float* e, const float* fx,
+                                           float* x, float* h, float* g)
+{
+    return update_from(load_update(k, d, u, e, fx, x, h), k, alpha, fx != nullptr, x, h, g);
 }
 
 /// base + Σ F(p, fold.v) at element i of a frame, for a given base value.
