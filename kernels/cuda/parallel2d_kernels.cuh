@@ -292,17 +292,68 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     write_pairs(v, tile, x0, y0, pairs + static_cast<size_type>(blockIdx.z) * pair_frame_size(v));
 }
 
+/// What move_direction_tile reads for the calling thread (none of it needs
+/// β): its pixel's g and old d and, for the threads that form the halo to
+/// the right and below, the halo pixel's g and old d.
+struct DirectionOperands {
+    float g = 0.0f, d = 0.0f, halo_g = 0.0f, halo_d = 0.0f;
+};
+
+/// The calling thread's halo pixel: t < 16 the halo column's row t, else
+/// (t < 32) the halo row's column t − 16; false for the other threads.
+__device__ __forceinline__ bool direction_halo(TileThread at, index_t x0, index_t y0, bool& column,
+                                               int& place, index_t& hx, index_t& hy)
+{
+    const int t = at.active ? at.ty * pair_tile + at.tx : 2 * pair_tile;
+    if (t >= 2 * pair_tile) return false;
+    column = t < pair_tile;
+    place = column ? t : t - pair_tile;
+    hx = column ? x0 + pair_tile : x0 + place;
+    hy = column ? y0 + place : y0 + pair_tile;
+    return true;
+}
+
+/// The old d of the halo is read from this tile's own entries of the old
+/// pair images (the second pixel of its last column's and last row's
+/// entries): the neighbouring tile may already have moved d there.
+__device__ __forceinline__ DirectionOperands load_direction(const Parallel2dView& v, int frame,
+                                                            const float* __restrict__ g,
+                                                            const float* __restrict__ d,
+                                                            const float2* __restrict__ pairs,
+                                                            TileThread at, index_t x0, index_t y0)
+{
+    const index_t nx = v.nx, ny = v.ny;
+    const size_type n = static_cast<size_type>(nx) * ny;
+    const float* gf = g + frame * n;
+    const float2* rows = pairs + static_cast<size_type>(frame) * pair_frame_size(v);
+    const float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
+    DirectionOperands o;
+    const index_t ix = x0 + at.tx, iy = y0 + at.ty;
+    if (at.active && ix < nx && iy < ny) {
+        const size_type k = static_cast<size_type>(iy) * nx + ix;
+        o.g = gf[k];
+        o.d = d[frame * n + k];
+    }
+    bool column = false;
+    int place = 0;
+    index_t hx = 0, hy = 0;
+    if (direction_halo(at, x0, y0, column, place, hx, hy) && hx < nx && hy < ny) {
+        o.halo_d = column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
+                          : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
+        o.halo_g = gf[static_cast<size_type>(hy) * nx + hx];
+    }
+    return o;
+}
+
 /// d = −g + β d over the calling block's tile of one frame, and the tile's
 /// entries of the pair images of d from the new values (the block's
-/// pair_tile x pair_tile threads, every one). The halo to the right and
-/// below is d's next value there, formed here from g and the halo's old d,
-/// which is read from this tile's own entries of the old pair images (the
-/// second pixel of its last column's and last row's entries): the
-/// neighbouring tile may already have moved d there. Every thread of the
-/// block calls it (a barrier); `at` places it in the tile.
-/// This form: the tile with corner (x0, y0), made in `tile` (shared).
-__device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
-                                                    float beta, const float* __restrict__ g,
+/// pair_tile x pair_tile threads, every one), from the operands each
+/// thread loaded (load_direction). The halo to the right and below is d's
+/// next value there, formed here from its g and old d. Every thread of the
+/// block calls it (a barrier); `at` places it in the tile. This form: the
+/// tile with corner (x0, y0), made in `tile` (shared).
+__device__ __forceinline__ void move_direction_from(const Parallel2dView& v, int frame,
+                                                    float beta, const DirectionOperands& o,
                                                     float* __restrict__ d,
                                                     float2* __restrict__ pairs, TileThread at,
                                                     index_t x0, index_t y0, PairTile& tile)
@@ -310,40 +361,39 @@ __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int
     const index_t nx = v.nx, ny = v.ny;
     const size_type n = static_cast<size_type>(nx) * ny;
     const index_t ix = x0 + at.tx, iy = y0 + at.ty;
-    const float* gf = g + frame * n;
-    float* df = d + frame * n;
     float2* rows = pairs + static_cast<size_type>(frame) * pair_frame_size(v);
-    const float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
     if (at.active) {
         float own = 0.0f;
         if (ix < nx && iy < ny) {
-            const size_type k = static_cast<size_type>(iy) * nx + ix;
-            own = direction_at(gf[k], beta, df[k]);
-            df[k] = own;
+            own = direction_at(o.g, beta, o.d);
+            d[frame * n + static_cast<size_type>(iy) * nx + ix] = own;
         }
         tile[at.ty][at.tx] = own;
     }
-    const int t = at.active ? at.ty * pair_tile + at.tx : 2 * pair_tile;
-    if (t < 2 * pair_tile) {
-        // t < 16: the halo column's row t; else the halo row's column t − 16.
-        const bool column = t < pair_tile;
-        const int at = column ? t : t - pair_tile;
-        const index_t hx = column ? x0 + pair_tile : x0 + at;
-        const index_t hy = column ? y0 + at : y0 + pair_tile;
-        float next = 0.0f;
-        if (hx < nx && hy < ny) {
-            const float old = column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
-                                     : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
-            next = direction_at(gf[static_cast<size_type>(hy) * nx + hx], beta, old);
-        }
+    bool column = false;
+    int place = 0;
+    index_t hx = 0, hy = 0;
+    if (direction_halo(at, x0, y0, column, place, hx, hy)) {
+        const float next = hx < nx && hy < ny ? direction_at(o.halo_g, beta, o.halo_d) : 0.0f;
         if (column) {
-            tile[at][pair_tile] = next;
+            tile[place][pair_tile] = next;
         } else {
-            tile[pair_tile][at] = next;
+            tile[pair_tile][place] = next;
         }
     }
     __syncthreads();  // every old entry this tile reads is read before it is written
     write_pairs(v, tile, x0, y0, rows, at);
+}
+
+/// load_direction, then move_direction_from.
+__device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
+                                                    float beta, const float* __restrict__ g,
+                                                    float* __restrict__ d,
+                                                    float2* __restrict__ pairs, TileThread at,
+                                                    index_t x0, index_t y0, PairTile& tile)
+{
+    move_direction_from(v, frame, beta, load_direction(v, frame, g, d, pairs, at, x0, y0), d,
+                        pairs, at, x0, y0, tile);
 }
 
 /// The calling block's tile (blockIdx.x, blockIdx.y).
@@ -1274,7 +1324,11 @@ __device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
     store_block_sum<warps>(sum, t, sums + block);
 
     cooperative_groups::this_grid().sync();
-    // β and the stop tests, every block alike; the state; d and its pair images
+    // β and the stop tests, every block alike; the state; d and its pair
+    // images. Mirrored loads the direction step's operands before β, as the
+    // update's before α (the tiles' kernel would spill for them).
+    DirectionOperands direction{};
+    if constexpr (Mirrored) direction = load_direction(v, 0, w.g, w.d, w.pairs, at, x0, y0);
     if (t < 32) cooperative_beta(t, sums, blocks, before, params, block == 0, s, moves, beta);
     if constexpr (WithState) {
         if (inside) {
@@ -1286,7 +1340,11 @@ __device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
     if (!moves) return;  // uniform over the block
     // (the corner anew: kept across the syncs it took registers that spilled)
     adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
-    move_direction_tile(v, 0, beta, w.g, w.d, w.pairs, at, x0, y0, moved[tile]);
+    if constexpr (Mirrored) {
+        move_direction_from(v, 0, beta, direction, w.d, w.pairs, at, x0, y0, moved[tile]);
+    } else {
+        move_direction_tile(v, 0, beta, w.g, w.d, w.pairs, at, x0, y0, moved[tile]);
+    }
 }
 
 }  // namespace recon::kernels::cuda::p2
