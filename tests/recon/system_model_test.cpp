@@ -77,20 +77,7 @@ TEST(Parallel2d, RaysOrderTakesEveryBlockOnceLongestFirst)
     std::sort(sorted.begin(), sorted.end());
     for (index_t i = 0; i < items; ++i) ASSERT_EQ(sorted[i], i);
 
-    auto item_steps = [&](std::int32_t item) {
-        const auto at = kernels::rays_item(v, item);
-        double most = 0.0;
-        for (int i = 0; i < kernels::ray_views; ++i) {
-            for (int j = 0; j < kernels::ray_bins; ++j) {
-                const index_t view = at.view_group * kernels::ray_views + i;
-                const index_t bin = at.bin_group * kernels::ray_bins + j;
-                if (view < v.views && bin < v.bins) {
-                    most = std::max(most, kernels::ray_steps_estimate(v, view, bin));
-                }
-            }
-        }
-        return most;
-    };
+    auto item_steps = [&](std::int32_t item) { return kernels::rays_item_steps(v, item); };
     for (index_t i = 1; i < items; ++i) {
         EXPECT_GE(item_steps(order[i - 1]), item_steps(order[i])) << "position " << i;
     }

@@ -78,13 +78,11 @@ RECON_HD RaysItem rays_block(const Parallel2dView& v, index_t block)
 
 /// About how many major steps of the ray of (view, bin) give a pixel a
 /// weight (the k whose crossing lies in (−1, n_minor)); for ordering blocks
-/// only, so in double and without rows.hpp's roundings.
+/// only, so the crossings in double from rows.hpp's base.
 inline double ray_steps_estimate(const Parallel2dView& v, index_t view, index_t bin)
 {
     const ViewGeometry g = view_geometry(v, view);
-    const double t = static_cast<double>(bin) - 0.5 * static_cast<double>(v.bins - 1) -
-                     static_cast<double>(v.center_offset);
-    const double base = t * g.inv - g.slope_c_major + g.c_minor;
+    const double base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
     const double lo = -1.0, hi = static_cast<double>(g.n_minor);
     const double n_major = static_cast<double>(g.n_major);
     if (!std::isfinite(base) || !std::isfinite(g.slope)) return 0.0;
@@ -95,25 +93,31 @@ inline double ray_steps_estimate(const Parallel2dView& v, index_t view, index_t 
     return end - begin;
 }
 
-/// The items in the order to hand them out: the most steps first (a block
-/// lasts as long as its warps' longest segment, so an item's steps are the
-/// most any of its rays takes), ties in item order. `v` with host pointers.
+/// An item's steps: the most any of its rays takes (a block lasts as long
+/// as its warps' longest segment).
+inline double rays_item_steps(const Parallel2dView& v, index_t item)
+{
+    const RaysItem at = rays_item(v, item);
+    double most = 0.0;
+    for (int i = 0; i < ray_views; ++i) {
+        const index_t view = at.view_group * ray_views + i;
+        if (view >= v.views) break;
+        for (int j = 0; j < ray_bins; ++j) {
+            const index_t bin = at.bin_group * ray_bins + j;
+            if (bin >= v.bins) break;
+            most = std::max(most, ray_steps_estimate(v, view, bin));
+        }
+    }
+    return most;
+}
+
+/// The items in the order to hand them out: the most steps first, ties in
+/// item order. `v` with host pointers.
 inline std::vector<std::int32_t> rays_order(const Parallel2dView& v)
 {
     const index_t items = ray_blocks(v);
-    std::vector<double> steps(static_cast<std::size_t>(items), 0.0);
-    for (index_t item = 0; item < items; ++item) {
-        const RaysItem at = rays_item(v, item);
-        for (int i = 0; i < ray_views; ++i) {
-            const index_t view = at.view_group * ray_views + i;
-            if (view >= v.views) break;
-            for (int j = 0; j < ray_bins; ++j) {
-                const index_t bin = at.bin_group * ray_bins + j;
-                if (bin >= v.bins) break;
-                steps[item] = std::max(steps[item], ray_steps_estimate(v, view, bin));
-            }
-        }
-    }
+    std::vector<double> steps(static_cast<std::size_t>(items));
+    for (index_t item = 0; item < items; ++item) steps[item] = rays_item_steps(v, item);
     std::vector<std::int32_t> order(static_cast<std::size_t>(items));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
