@@ -35,13 +35,20 @@ __device__ __forceinline__ UpdateOperands load_update(size_type k, const float* 
     return {d[k], u[k], e[k], fx != nullptr ? fx[k] : 0.0f, x[k], h[k]};
 }
 
+/// x_{k+1} = x_k + α d_k at one element: a kernel that forms a neighbour's
+/// new x itself (for its state) takes the same operations as the owner.
+__device__ __forceinline__ float stepped_x(float x, float alpha, float d)
+{
+    return fmaf(alpha, d, x);
+}
+
 /// The fused form's one-pass update at element k with the frame's α, from
 /// its operands: x += α d; h_{k+1} = h_k + α u; g = h_k + fx + α e with fx,
 /// else g = h_{k+1} (stored apart only where g is not h). Returns g.
 __device__ __forceinline__ float update_from(const UpdateOperands& o, size_type k, float alpha,
                                              bool with_fx, float* x, float* h, float* g)
 {
-    x[k] = o.x + alpha * o.d;
+    x[k] = stepped_x(o.x, alpha, o.d);
     const float hn = o.h + alpha * o.u;
     h[k] = hn;
     if (with_fx) {

@@ -8,8 +8,9 @@
 // Three kernels take this shape: the flat one (update_direction_kernel in
 // cgnr_kernels.cu, any system), the parallel-beam one that also moves the
 // kept pair images of d (parallel2d_step_kernel), and the parallel-beam
-// adjoint of one frame that runs it after its epilogue (p2::StepEpilogue,
-// whose dot sums take a first grid sync of the same kind).
+// adjoint of one frame that runs the dot step and this step after its view
+// loop with a single grid sync (p2::StepEpilogue: β from sums taken before
+// the step, and this shape's second sync only where they cancel).
 
 #include <cuda_runtime.h>
 
@@ -36,8 +37,9 @@ struct StepVectors {
 /// How the fused form's step after the normal product is launched
 /// (RECON_UPDATE_DIRECTION, for comparing): `auto` (default) takes the
 /// fewest launches that can run: where one parallel-beam frame keeps the
-/// pair images of d, the adjoint runs the whole step after its epilogue
-/// (cgnr_step_one_pass); else the cooperative step. `cooperative` keeps the
+/// pair images of d and its adjoint takes mirrored tiles, the adjoint runs
+/// the whole step after its view loop (cgnr_step_one_pass); else the
+/// cooperative step. `cooperative` keeps the
 /// cooperative step a launch of its own; `split` takes the update and β
 /// step and the direction step as two launches. Anything else is an error
 /// naming the variable.
@@ -106,39 +108,63 @@ __device__ __forceinline__ void cooperative_alpha(const CgnrScalars* s, int fram
     alpha = static_cast<float>(local.alpha);
 }
 
-/// The sums of `count` partials (two doubles each) in one fixed order, by
-/// one warp (its `lane`): every block that calls it gets the same bits.
-/// The result is valid in lane 0.
-__device__ __forceinline__ double2 warp_sum_partials(unsigned lane, const double2* partials,
-                                                     unsigned count)
+/// The sums of `count` partials of N pairs of doubles each (partial i's
+/// pair j at partials[i N + j]) in one fixed order, by one warp (its
+/// `lane`): every block that calls it gets the same bits. The result is
+/// valid in lane 0. InFlight partials a lane are loaded together (fewer
+/// where registers are short).
+template <int N, unsigned InFlight = (N >= 8 ? 1 : 8 / N)>
+__device__ __forceinline__ void warp_sum_partials(unsigned lane, const double2* partials,
+                                                  unsigned count, double2 (&total)[N])
 {
     // Eight loads a lane in flight together, summed in the same order as
     // one at a time: these sums sit between a grid sync and α or β on
     // every block's path (ct_256's one-pass step, block 0's clock on an
     // H100: α 1.9k → 1.7k cycles, β 2.8k → 2.5k).
-    constexpr unsigned in_flight = 8;
-    double2 total{0.0, 0.0};
+    constexpr unsigned in_flight = InFlight;
+#pragma unroll
+    for (int j = 0; j < N; ++j) total[j] = double2{0.0, 0.0};
     unsigned i = lane;
     for (; i + 32 * (in_flight - 1) < count; i += 32 * in_flight) {
-        double2 p[in_flight];
+        double2 p[in_flight][N];
 #pragma unroll
-        for (unsigned j = 0; j < in_flight; ++j) p[j] = partials[i + 32 * j];
+        for (unsigned f = 0; f < in_flight; ++f) {
 #pragma unroll
-        for (unsigned j = 0; j < in_flight; ++j) {
-            total.x += p[j].x;
-            total.y += p[j].y;
+            for (int j = 0; j < N; ++j) p[f][j] = partials[(i + 32 * f) * N + j];
+        }
+#pragma unroll
+        for (unsigned f = 0; f < in_flight; ++f) {
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                total[j].x += p[f][j].x;
+                total[j].y += p[f][j].y;
+            }
         }
     }
     for (; i < count; i += 32) {
-        const double2 p = partials[i];
-        total.x += p.x;
-        total.y += p.y;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const double2 p = partials[i * N + j];
+            total[j].x += p.x;
+            total[j].y += p.y;
+        }
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        total.x += __shfl_down_sync(0xffffffffu, total.x, offset);
-        total.y += __shfl_down_sync(0xffffffffu, total.y, offset);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        for (int offset = 16; offset > 0; offset /= 2) {
+            total[j].x += __shfl_down_sync(0xffffffffu, total[j].x, offset);
+            total[j].y += __shfl_down_sync(0xffffffffu, total[j].y, offset);
+        }
     }
-    return total;
+}
+
+/// The sums of `count` partials of two doubles each (warp_sum_partials<1>).
+__device__ __forceinline__ double2 warp_sum_partials(unsigned lane, const double2* partials,
+                                                     unsigned count)
+{
+    double2 total[1];
+    warp_sum_partials<1>(lane, partials, count, total);
+    return total[0];
 }
 
 /// The block's sum of two doubles, one from each thread (`t` its index in

@@ -87,10 +87,11 @@
 // runs the dot step in its epilogue (ReduceEpilogue), the direction step
 // keeps the pair images of d (parallel2d_direction_kernel), update, β and
 // direction are one cooperative launch (parallel2d_step_kernel), and for
-// one frame the adjoint, launched cooperatively, runs that step itself
-// (StepEpilogue): ct_256 is two kernels per iteration. ncu (H100,
-// 2026-11-22, before the last): rays 16.0 µs, the adjoint with the
-// epilogue ~21 µs (17.1 alone), the cooperative step 7.2 µs.
+// one frame the adjoint, launched cooperatively, runs the dot step and
+// that step itself with one grid sync (StepEpilogue): ct_256 is two
+// kernels and one grid sync per iteration. ncu (H100, 2026-11-22, before
+// the last): rays 16.0 µs, the adjoint with the epilogue ~21 µs (17.1
+// alone), the cooperative step 7.2 µs.
 
 #include <cuda_runtime.h>
 
@@ -269,6 +270,24 @@ __device__ __forceinline__ void write_pairs(const Parallel2dView& v, const PairT
             }
         }
     }
+}
+
+/// Pixel (ix, iy)'s value in one frame's pair images (`rows`, then the
+/// columns): the first half of its own entry and the second half of the
+/// entry before it, in its row and in its column. The other halves are its
+/// neighbours' (their owners write them) or the edges' zeros, which stay
+/// as parallel2d_pairs_kernel made them.
+__device__ __forceinline__ void put_pixel_in_pairs(const Parallel2dView& v, float2* rows,
+                                                   index_t ix, index_t iy, float value)
+{
+    const index_t nx = v.nx, ny = v.ny;
+    float* row = reinterpret_cast<float*>(rows + static_cast<size_type>(iy) * (nx + 3));
+    float* col = reinterpret_cast<float*>(rows + static_cast<size_type>(ny) * (nx + 3) +
+                                          static_cast<size_type>(ix) * (ny + 3));
+    row[2 * (ix + 2)] = value;
+    row[2 * (ix + 1) + 1] = value;
+    col[2 * (iy + 2)] = value;
+    col[2 * (iy + 1) + 1] = value;
 }
 
 /// The pair images of `frames` frames (blockIdx.z) of x; a block of
@@ -1004,10 +1023,13 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
 /// frames first .. first + BT − 1, its two results summed per frame over the
 /// image and handed to op.finish (frame_reduce_arrive). Op is a dot step of
 /// cgnr_ops.cuh: the sums are made where u is, one launch fewer.
-struct NoEpilogue {};
+struct NoEpilogue {
+    static constexpr bool whole_step = false;
+};
 
 template <class Op>
 struct ReduceEpilogue {
+    static constexpr bool whole_step = false;
     Op op;
     ReductionScratch scratch;
     int first;
@@ -1025,30 +1047,38 @@ struct ReduceEpilogue {
 
 /// The dot step and then the rest of the fused form's one-pass iteration
 /// of one frame (cgnr_step_one_pass), in a cooperative launch of the
-/// adjoint whose tiles are the pair images' (adjoint_tile = pair_tile):
-/// each block stores its sums of dᵀe and gᵀd (arrive); after a grid-wide
-/// sync every block sums them in one fixed order and takes α, updates x, h
-/// and g of its tile and stores its sums of gᵀe and ‖g‖²; after a second
-/// sync, cooperative_beta and the direction step with the kept pair images
-/// (move_direction_tile). The same operations as the adjoint with
-/// ReduceEpilogue<StepDotsAt> followed by parallel2d_step_kernel, with the
-/// dot step's sums in one fixed order instead of atomics.
+/// mirrored adjoint (its tiles are the pair images': adjoint_tile =
+/// pair_tile), with one grid-wide sync. Before it, the block's pixels form u,
+/// e = u + F(x_k, d) and (threads apart) fx = F(x_k, x_k), and the block
+/// stores its sums of dᵀe and gᵀd and, with p = h + fx, of pᵀe, eᵀe and
+/// pᵀp. After it every block sums them in one fixed order and takes α and,
+/// expanded (g_{k+1} = p + α e: cgnr_scalars_end_expanded), β; then x, h,
+/// g and d of its pixels move, d into the pair images pixel by pixel
+/// (put_pixel_in_pairs), and WithState the state of x_{k+1} is made from
+/// the tile's new x and its halo's, formed from x_k and d_k loaded before
+/// the sync. Where the expansion cancels (for every block alike: the same
+/// sums), gᵀe and ‖g‖² are summed over the new g after a second sync
+/// (cooperative_beta). The same operations as the adjoint with
+/// ReduceEpilogue<StepDotsAt> followed by parallel2d_step_kernel, but for
+/// the order of the dot step's sums and β from the expansion. One sync
+/// where there were two: ct_256 with TV 12.37–12.39 -> 12.01–12.05 ms
+/// (H200). A tile per block (40 registers) spilled 108–172 bytes for it
+/// and went 14.13–14.17 -> 14.71–14.77 ms, slower than its two launches
+/// (adjoint, then parallel2d_step_kernel: 14.30–14.37 ms), which it takes.
 template <bool WithState>
 struct StepEpilogue {
-    StepDotsAt op;
-    int first;  // 0: one frame
+    static constexpr bool whole_step = true;
+    StepDotsAt op;  // op.fold: F(x_k, d) on base u; op.at_x: F(x_k, x_k)
     CgnrParams params;
     StepVectors w;
-    RegularizerPrepare prepare;
-    double2* dots;  // [tile]: the blocks' dᵀe and gᵀd
-    double2* sums;  // [tile]: the blocks' gᵀe and ‖g‖²
+    RegularizerPrepare prepare;  // prepare.p is w.x (cgnr_step_one_pass sees to it)
+    double2* dots;  // [block][3]: (dᵀe, gᵀd), (pᵀe, eᵀe), (pᵀp, 0)
+    double2* sums;  // [block]: gᵀe and ‖g‖², where the expansion cancels
 
-    __device__ void arrive(int, double2 total) const
-    {
-        dots[blockIdx.y * gridDim.x + blockIdx.x] = total;
-    }
-    template <bool Mirrored>
-    __device__ void after(const Parallel2dView& v) const;
+    /// The whole step from the view groups' sums: pixel_sum(AdjointPixel)
+    /// gives a pixel's u. Every thread of the block (Threads) calls it.
+    template <bool Mirrored, int Threads, class PixelSum>
+    __device__ void run(const Parallel2dView& v, float* u, PixelSum&& pixel_sum) const;
 };
 
 /// The corner of the calling adjoint block's tile `tile`: tile 0 at the
@@ -1065,6 +1095,51 @@ __device__ __forceinline__ void adjoint_tile_corner(const Parallel2dView& v, int
         x0 = v.nx - adjoint_tile - x0;
         y0 = v.ny - adjoint_tile - y0;
     }
+}
+
+/// Item p (below 256 · tiles) of an adjoint block's pixels after the view
+/// loop: tile p / 256 and, in it, the view groups' sums' quad (p % 256) /
+/// 64 and place p % 64; the pixel, and where the groups' sums of it lie.
+/// The reflected tile's pixel (lx, ly) is the reflection of the first
+/// tile's (15 − lx, 15 − ly): quad 3 − quad, place 63 − place.
+struct AdjointPixel {
+    int tile, from_quad, from_place;
+    index_t x0, y0;  // the tile's corner
+    index_t ix, iy;
+};
+
+template <bool Mirrored>
+__device__ __forceinline__ AdjointPixel adjoint_pixel(const Parallel2dView& v, int p)
+{
+    constexpr int tile_pixels = adjoint_tile * adjoint_tile;
+    constexpr int group_threads = 64;
+    AdjointPixel a;
+    a.tile = Mirrored ? p / tile_pixels : 0;
+    const int quad = (p - a.tile * tile_pixels) / group_threads;
+    const int place = p - a.tile * tile_pixels - quad * group_threads;
+    adjoint_tile_corner<Mirrored>(v, a.tile, a.x0, a.y0);
+    a.ix = a.x0 + (place % 8) * 2 + quad % 2;
+    a.iy = a.y0 + (place / 8) * 2 + quad / 2;
+    a.from_quad = a.tile == 0 ? quad : 3 - quad;
+    a.from_place = a.tile == 0 ? place : group_threads - 1 - place;
+    return a;
+}
+
+/// Halo pixel j of an adjoint block's tiles (0 <= j < 32 · tiles, else
+/// false): tile j / 32's right column (j % 32 < 16: its row j % 32) or
+/// lower row (its column j % 32 − 16); false where it lies outside the
+/// image. `x0`, `y0`: the tile's corner.
+template <bool Mirrored>
+__device__ __forceinline__ bool adjoint_halo(const Parallel2dView& v, int j, int& tile,
+                                             index_t& x0, index_t& y0, index_t& hx, index_t& hy)
+{
+    if (j < 0 || j >= 2 * adjoint_tile * adjoint_block_tiles<Mirrored>) return false;
+    tile = j / (2 * adjoint_tile);
+    const int r = j % (2 * adjoint_tile);
+    adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
+    hx = r < adjoint_tile ? x0 + adjoint_tile : x0 + (r - adjoint_tile);
+    hy = r < adjoint_tile ? y0 + r : y0 + adjoint_tile;
+    return hx < v.nx && hy < v.ny;
 }
 
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
@@ -1185,6 +1260,16 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         }
     }
     __syncthreads();
+    if constexpr (Epilogue::whole_step) {
+        epilogue.template run<Mirrored, block_threads>(v, x, [&](const AdjointPixel& at) {
+            float sum = 0.0f;
+            for (int gr = 0; gr < groups; ++gr) {
+                sum += sum_at(at.tile, gr, at.from_quad, 0, at.from_place);
+            }
+            return sum;
+        });
+        return;
+    }
     // One (pixel, frame) per thread and pass: pixel q = (dy * 2 + dx) * 64 +
     // local of tile k is the block's pixel k * 256 + q, frame item / (256 *
     // tiles); the groups summed in their order. An epilogue's work aside
@@ -1193,7 +1278,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
     // pixel's thread does it.
     constexpr int tile_pixels = adjoint_tile * adjoint_tile;
     constexpr int frame_items = tile_pixels * tiles;  // a frame's pixels of the block
-    constexpr bool reduces = !std::is_same_v<Epilogue, NoEpilogue>;
+    constexpr bool reduces = !std::is_same_v<Epilogue, NoEpilogue> && !Epilogue::whole_step;
     constexpr int main_items = frame_items * BT;
     constexpr bool aside_apart = reduces && 2 * main_items <= block_threads;
     constexpr int items = aside_apart ? 2 * main_items : main_items;
@@ -1208,26 +1293,17 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         const bool aside = item >= main_items;
         if (aside) item -= main_items;
         const int b = item / frame_items;
-        const int p = item - b * frame_items;
-        const int tile = Mirrored ? p / tile_pixels : 0;
-        const int quad = (p - tile * tile_pixels) / group_threads;
-        const int place = p - tile * tile_pixels - quad * group_threads;
-        index_t cx0 = 0, cy0 = 0;
-        adjoint_tile_corner<Mirrored>(v, tile, cx0, cy0);
-        const index_t ix = cx0 + (place % 8) * 2 + quad % 2;
-        const index_t iy = cy0 + (place / 8) * 2 + quad / 2;
-        if (ix >= v.nx || iy >= v.ny) continue;
-        const size_type i = static_cast<size_type>(iy) * v.nx + ix;
+        const AdjointPixel at = adjoint_pixel<Mirrored>(v, item - b * frame_items);
+        if (at.ix >= v.nx || at.iy >= v.ny) continue;
+        const size_type i = static_cast<size_type>(at.iy) * v.nx + at.ix;
         if (aside) {
             if constexpr (reduces) epilogue.op.aside(epilogue.first + b, i);
             continue;
         }
-        // The reflected tile's pixel (lx, ly) is the reflection of the first
-        // tile's (15 − lx, 15 − ly): quad 3 − quad, place 63 − place.
-        const int from_quad = tile == 0 ? quad : 3 - quad;
-        const int from_place = tile == 0 ? place : group_threads - 1 - place;
         float sum = 0.0f;
-        for (int gr = 0; gr < groups; ++gr) sum += sum_at(tile, gr, from_quad, b, from_place);
+        for (int gr = 0; gr < groups; ++gr) {
+            sum += sum_at(at.tile, gr, at.from_quad, b, at.from_place);
+        }
         x[static_cast<size_type>(b) * n + i] = sum;
         if constexpr (reduces) {
             if constexpr (!aside_apart) epilogue.op.aside(epilogue.first + b, i);
@@ -1265,85 +1341,181 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
 }
 
 template <bool WithState>
-template <bool Mirrored>
-__device__ void StepEpilogue<WithState>::after(const Parallel2dView& v) const
+template <bool Mirrored, int Threads, class PixelSum>
+__device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* u_out,
+                                             PixelSum&& pixel_sum) const
 {
-    static_assert(adjoint_tile == pair_tile);
-    constexpr int tile_threads = pair_tile * pair_tile;
+    static_assert(adjoint_tile == pair_tile && Mirrored);
     constexpr int tiles = adjoint_block_tiles<Mirrored>;
-    constexpr int warps = adjoint_threads<1, Mirrored> / 32;
-    __shared__ CgnrScalars before;  // after the dot step, before α
-    __shared__ float alpha, beta;
-    __shared__ bool steps, moves;
-    __shared__ PairTile moved[tiles];
+    constexpr int pixels = adjoint_tile * adjoint_tile * tiles;  // the block's
+    constexpr int pixel_warps = pixels / 32;
+    constexpr int halo = 2 * adjoint_tile * tiles;
+    static_assert(2 * pixels <= Threads && halo <= pixels);
+    __shared__ CgnrScalars before;  // the frame's; then with the dot step's f and gᵀd
+    __shared__ float alpha, beta, fx_of[pixels];
+    __shared__ bool steps, moves, cancels;
+    __shared__ double2 warp_dots[pixel_warps][3];
+    __shared__ PairTile next_x[WithState ? tiles : 1];  // x_{k+1} of a tile and its halo
+    __shared__ float2 halo_xd[WithState ? halo : 1];     // x_k and d_k of the halo
     const int t = threadIdx.x;
     const unsigned blocks = gridDim.x * gridDim.y;
     const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
-    CgnrScalars* s = op.s;
+    const index_t nx = v.nx, ny = v.ny;
+    const bool regularized = op.e != nullptr;
+    const bool with_fx = regularized && op.fx != nullptr;
+    // Threads [0, pixels) own a pixel each; [pixels, 2 pixels) form fx of
+    // the same pixels, and the first of them x_{k+1} of the halo.
+    const bool owns = t < pixels;
+    const int item = t < 2 * pixels ? t % pixels : 0;
+    bool inside = false;
+    size_type k = 0;
+    {
+        const AdjointPixel at = adjoint_pixel<Mirrored>(v, item);
+        inside = t < 2 * pixels && at.ix < nx && at.iy < ny;
+        k = static_cast<size_type>(at.iy) * nx + at.ix;
+    }
+    if (t == 0) before = op.s[0];  // nobody writes the scalars before the sync below
 
-    cooperative_groups::this_grid().sync();
-    // α from the dot step's sums (stored as StepDotsAt::finish would)
-    auto form_alpha = [&] {
-        if (t < 32) {
-            const double2 fg = warp_sum_partials(t, dots, blocks);
-            if (t == 0) {
-                CgnrScalars local = s[0];
-                if (local.status == SolveStatus::running) {
-                    local.f = fg.x;
-                    local.gd = fg.y;
-                }
-                before = local;
-                steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
-                alpha = static_cast<float>(local.alpha);
+    // u, e = u + F(x_k, d), and the update's operands (none needs α)
+    UpdateOperands o{};
+    float g_k = 0.0f;
+    if (owns && inside) {
+        o.d = w.d[k];
+        o.h = w.h[k];
+        o.x = w.x[k];
+        g_k = op.g[k];
+        o.u = pixel_sum(adjoint_pixel<Mirrored>(v, item));
+        u_out[k] = o.u;
+        o.e = o.u;
+        if (regularized) {
+            o.e = fold_at(op.fold, 1, 0, k, o.u);
+            op.e[k] = o.e;
+        }
+    }
+    // fx = F(x_k, x_k); x_k and d_k of the halo
+    if (!owns && inside && with_fx) {
+        const float f = fold_at(op.at_x, 1, 0, k);
+        op.fx[k] = f;
+        fx_of[item] = f;
+    }
+    if constexpr (WithState) {  // (before the sync: the neighbours move them after it)
+        int tile = 0;
+        index_t x0 = 0, y0 = 0, hx = 0, hy = 0;
+        if (adjoint_halo<Mirrored>(v, t - pixels, tile, x0, y0, hx, hy)) {
+            const size_type h = static_cast<size_type>(hy) * nx + hx;
+            halo_xd[t - pixels] = make_float2(w.x[h], w.d[h]);
+        }
+    }
+    if (with_fx) __syncthreads();  // fx_of
+    // The block's sums of dᵀe, gᵀd and, with p = h + fx, pᵀe, eᵀe, pᵀp
+    if (owns) {  // whole warps
+        double sum[5] = {};
+        if (inside) {
+            if (with_fx) o.fx = fx_of[item];
+            const double p = o.h + o.fx, e = o.e, d = o.d;
+            sum[0] = d * e;
+            sum[1] = static_cast<double>(g_k) * d;
+            sum[2] = p * e;
+            sum[3] = e * e;
+            sum[4] = p * p;
+        }
+#pragma unroll
+        for (int j = 0; j < 5; ++j) {
+            for (int offset = 16; offset > 0; offset /= 2) {
+                sum[j] += __shfl_down_sync(0xffffffffu, sum[j], offset);
             }
         }
-        __syncthreads();
-    };
-    // The update's pixels: threads [256 k, 256 k + 256) on tile k. Mirrored
-    // (64 registers, no spills) loads their operands while warp 0 forms α,
-    // which they do not need (ct_256 12.55–12.71 -> 12.40–12.43 ms, H100);
-    // a tile per block (40 registers) spilled more for it (14.30–14.35 ->
-    // 14.87–14.92 ms) and forms α first.
-    if constexpr (!Mirrored) form_alpha();
-    const int tile = Mirrored && t >= tile_threads && t < tiles * tile_threads ? 1 : 0;
-    const TileThread at = TileThread::of(t - tile * tile_threads);
-    index_t x0 = 0, y0 = 0;
-    adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
-    const index_t ix = x0 + at.tx, iy = y0 + at.ty;
-    const bool inside = at.active && ix < v.nx && iy < v.ny;
-    const size_type k = static_cast<size_type>(iy) * v.nx + ix;
-    UpdateOperands operands{};
-    if (inside) operands = load_update(k, w.d, w.u, w.e, w.fx, w.x, w.h);
-    if constexpr (Mirrored) form_alpha();
-    // x, h, g of the block's pixels; the block's gᵀe and ‖g‖²
-    double2 sum{0.0, 0.0};
-    if (steps && inside) {
-        const double gd = update_from(operands, k, alpha, w.fx != nullptr, w.x, w.h, w.g);
-        sum = {gd * operands.e, gd * gd};
-    }
-    store_block_sum<warps>(sum, t, sums + block);
-
-    cooperative_groups::this_grid().sync();
-    // β and the stop tests, every block alike; the state; d and its pair
-    // images. Mirrored loads the direction step's operands before β, as the
-    // update's before α (the tiles' kernel would spill for them).
-    DirectionOperands direction{};
-    if constexpr (Mirrored) direction = load_direction(v, 0, w.g, w.d, w.pairs, at, x0, y0);
-    if (t < 32) cooperative_beta(t, sums, blocks, before, params, block == 0, s, moves, beta);
-    if constexpr (WithState) {
-        if (inside) {
-            terms_prepare(prepare.terms, prepare.state.data, 1, 0, prepare.p.data, prepare.grid,
-                          ix, iy);
+        if (t % 32 == 0) {
+            warp_dots[t / 32][0] = double2{sum[0], sum[1]};
+            warp_dots[t / 32][1] = double2{sum[2], sum[3]};
+            warp_dots[t / 32][2] = double2{sum[4], 0.0};
         }
     }
     __syncthreads();
+    if (t < 3) {
+        double2 total{0.0, 0.0};
+        for (int wp = 0; wp < pixel_warps; ++wp) {
+            total.x += warp_dots[wp][t].x;
+            total.y += warp_dots[wp][t].y;
+        }
+        dots[block * 3 + t] = total;
+    }
+
+    cg::this_grid().sync();
+    // α and, expanded, β: every block alike
+    if (t < 32) {
+        double2 total[3];
+        warp_sum_partials<3, 2>(t, dots, blocks, total);
+        if (t == 0) {
+            CgnrScalars local = before;
+            if (local.status == SolveStatus::running) {  // as StepDotsAt::finish
+                local.f = total[0].x;
+                local.gd = total[0].y;
+            }
+            before = local;
+            steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
+            alpha = static_cast<float>(local.alpha);
+            const bool known =
+                !steps || cgnr_scalars_end_expanded(local, params, alpha, total[1].x,
+                                                    total[1].y, total[2].x);
+            cancels = !known;
+            if (known) {
+                if (block == 0 && before.status == SolveStatus::running) *op.s = local;
+                moves = local.status == SolveStatus::running;
+                beta = static_cast<float>(local.beta);
+            }
+        }
+    }
+    __syncthreads();
+    // x, h and g of the block's pixels
+    float g_next = 0.0f;
+    if (owns && inside && steps) g_next = update_from(o, k, alpha, with_fx, w.x, w.h, w.g);
+    if (cancels) {  // uniform over the grid: gᵀe and ‖g‖² over the new g
+        double2 sum{0.0, 0.0};
+        if (owns && inside && steps) {
+            const double gn = g_next;
+            sum = {gn * o.e, gn * gn};
+        }
+        store_block_sum<Threads / 32>(sum, t, sums + block);
+        cg::this_grid().sync();
+        if (t < 32) {
+            cooperative_beta(t, sums, blocks, before, params, block == 0, op.s, moves, beta);
+        }
+        __syncthreads();
+    }
+    // The state of x_{k+1} (the places anew: kept across the sync they took
+    // registers)
+    if constexpr (WithState) {
+        const AdjointPixel at = adjoint_pixel<Mirrored>(v, item);
+        if (owns && inside) {
+            next_x[at.tile][at.iy - at.y0][at.ix - at.x0] =
+                steps ? stepped_x(o.x, alpha, o.d) : o.x;
+        }
+        int tile = 0;
+        index_t x0 = 0, y0 = 0, hx = 0, hy = 0;
+        if (adjoint_halo<Mirrored>(v, t - pixels, tile, x0, y0, hx, hy)) {
+            const float2 xd = halo_xd[t - pixels];
+            next_x[tile][hy - y0][hx - x0] = steps ? stepped_x(xd.x, alpha, xd.y) : xd.x;
+        }
+        __syncthreads();
+        if (owns && inside) {
+            const PairTile& near = next_x[at.tile];
+            const int lx = static_cast<int>(at.ix - at.x0), ly = static_cast<int>(at.iy - at.y0);
+            const float here = near[ly][lx];
+            // forward_gradient's operations
+            const float gx = at.ix + 1 < nx ? near[ly][lx + 1] - here : 0.0f;
+            const float gy = at.iy + 1 < ny ? near[ly + 1][lx] - here : 0.0f;
+            terms_prepare_at(prepare.terms, prepare.state.data, static_cast<size_type>(nx) * ny,
+                             k, here, gx, gy);
+        }
+    }
+    // d = −g + β d and its pair images
     if (!moves) return;  // uniform over the block
-    // (the corner anew: kept across the syncs it took registers that spilled)
-    adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
-    if constexpr (Mirrored) {
-        move_direction_from(v, 0, beta, direction, w.d, w.pairs, at, x0, y0, moved[tile]);
-    } else {
-        move_direction_tile(v, 0, beta, w.g, w.d, w.pairs, at, x0, y0, moved[tile]);
+    if (owns && inside) {
+        const float d_next = direction_at(g_next, beta, o.d);
+        w.d[k] = d_next;
+        const AdjointPixel at = adjoint_pixel<Mirrored>(v, item);
+        put_pixel_in_pairs(v, w.pairs, at.ix, at.iy, d_next);
     }
 }
 

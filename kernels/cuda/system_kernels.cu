@@ -595,42 +595,33 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
 
 namespace {
 
-/// The rays from the kept pair images, then the adjoint of one frame with
-/// p2::StepEpilogue as one cooperative launch, on a tile per block or
-/// (Mirrored) a tile and its reflection; false, and nothing queued, where
-/// its blocks cannot all be resident at once.
-template <bool WithState, bool Mirrored>
-bool launch_one_pass_tiles(const Executor& exec, const Parallel2dView& sys,
-                           const CgnrParams& params, float* u, const StepDotsAt& op,
-                           const StepVectors& w, const RegularizerPrepare& prepare)
-{
-    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>, Mirrored>;
-    constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, Mirrored>;
-    const dim3 grid = adjoint_blocks(sys, Mirrored);
-    const unsigned threads = p2::adjoint_threads<1, Mirrored>;
-    const long long blocks = static_cast<long long>(grid.x) * grid.y;
-    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
-    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks, bytes)) {
-        return false;
-    }
-    auto* partials = static_cast<double2*>(
-        scratch(exec, ScratchSlot::block_sums, 2 * sizeof(double2) * blocks, false));
-    const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
-    const p2::StepEpilogue<WithState> epilogue{op,     0,       params, w,
-                                               prepare, partials, partials + blocks};
-    return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, u,
-                              epilogue);
-}
-
-/// launch_one_pass_tiles on the tiles parallel2d_adjoint_mirrored picks.
+/// The rays from the kept pair images, then the mirrored adjoint of one
+/// frame with p2::StepEpilogue as one cooperative launch; false, and
+/// nothing queued, where the adjoint takes a tile per block
+/// (p2::StepEpilogue says why) or its blocks cannot all be resident at once.
 template <bool WithState>
 bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
                      float* u, const StepDotsAt& op, const StepVectors& w,
                      const RegularizerPrepare& prepare)
 {
-    return parallel2d_adjoint_mirrored(sys)
-               ? launch_one_pass_tiles<WithState, true>(exec, sys, params, u, op, w, prepare)
-               : launch_one_pass_tiles<WithState, false>(exec, sys, params, u, op, w, prepare);
+    if (!parallel2d_adjoint_mirrored(sys)) return false;
+    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>, true>;
+    constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, true>;
+    const dim3 grid = adjoint_blocks(sys, true);
+    const unsigned threads = p2::adjoint_threads<1, true>;
+    const long long blocks = static_cast<long long>(grid.x) * grid.y;
+    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
+    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks, bytes)) {
+        return false;
+    }
+    // three pairs of sums per block, then one more where the expansion cancels
+    auto* partials = static_cast<double2*>(
+        scratch(exec, ScratchSlot::block_sums, 4 * sizeof(double2) * blocks, false));
+    const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
+    const p2::StepEpilogue<WithState> epilogue{op, params, w, prepare, partials,
+                                               partials + 3 * blocks};
+    return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, u,
+                              epilogue);
 }
 
 }  // namespace
@@ -642,7 +633,10 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
                         const RegularizerPrepare& prepare)
 {
     const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
-    if (batch == 1 && cache.size != 0 && step_launch() == StepLaunch::fewest) {
+    // (The adjoint's step forms the state from its own x_{k+1}: the state's
+    // image must be x, as the solver passes it.)
+    const bool state_of_x = prepare.terms.count == 0 || prepare.p.data == x.data;
+    if (batch == 1 && cache.size != 0 && state_of_x && step_launch() == StepLaunch::fewest) {
         const Parallel2dView& sys = cached_system(system, batch, cache.size);
         const bool regularized = fold.terms.count > 0;
         const StepDotsAt op = step_dots_at(fold, batch, in(d), in(g), e, scalars, in(x), fx);

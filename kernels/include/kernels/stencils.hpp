@@ -66,20 +66,15 @@ RECON_HD float weighted_dtd(StridedImage v, StridedImage w, ImageGrid g, index_t
     return sum;
 }
 
-/// The state a stateful term keeps for pixel (ix, iy) of p: the TV
-/// diffusivity 1/sqrt(|Dp|² + eps²), or the sign-constraint weight.
-RECON_HD float term_state(const RegularizerTerm& t, StridedImage p, ImageGrid g, index_t ix,
-                          index_t iy)
+/// The state a stateful term keeps at a pixel where p is `here` and p's
+/// forward differences are (gx, gy) (forward_gradient): the TV diffusivity
+/// 1/sqrt(|Dp|² + eps²), or the sign-constraint weight.
+RECON_HD float term_state(const RegularizerTerm& t, float here, float gx, float gy)
 {
-    const index_t i = iy * g.nx + ix;
     switch (t.kind) {
-    case RegularizerKind::tv: {
-        float gx, gy;
-        forward_gradient(p, g, ix, iy, gx, gy);
-        return 1.0f / sqrtf(gx * gx + gy * gy + t.epsilon * t.epsilon);
-    }
-    case RegularizerKind::nonneg: return p[i] < 0.0f ? 1.0f : 0.0f;
-    case RegularizerKind::nonpos: return p[i] > 0.0f ? 1.0f : 0.0f;
+    case RegularizerKind::tv: return 1.0f / sqrtf(gx * gx + gy * gy + t.epsilon * t.epsilon);
+    case RegularizerKind::nonneg: return here < 0.0f ? 1.0f : 0.0f;
+    case RegularizerKind::nonpos: return here > 0.0f ? 1.0f : 0.0f;
     default: return 0.0f;
     }
 }
@@ -100,6 +95,19 @@ RECON_HD float term_apply(const RegularizerTerm& t, StridedImage state, StridedI
     return 0.0f;
 }
 
+/// Every stateful term's state at one pixel, from p there (`here`) and p's
+/// forward differences there: slot s at state[s · slots + at].
+RECON_HD void terms_prepare_at(const RegularizerTerms& terms, float* state, size_type slots,
+                               size_type at, float here, float gx, float gy)
+{
+    size_type slot = 0;
+    for (int t = 0; t < terms.count; ++t) {
+        const RegularizerTerm& term = terms.term[t];
+        if (!needs_state(term.kind)) continue;
+        state[slot++ * slots + at] = term_state(term, here, gx, gy);
+    }
+}
+
 /// regularizer_prepare at pixel (ix, iy) of frame `frame`: every stateful
 /// term's state from p (the frame's image), into `state` (one slot per
 /// stateful term, laid out as `layout`).
@@ -107,12 +115,9 @@ RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, BatchLa
                             int frame, StridedImage p, ImageGrid g, index_t ix, index_t iy)
 {
     const size_type i = static_cast<size_type>(iy) * g.nx + ix;
-    size_type slot = 0;
-    for (int t = 0; t < terms.count; ++t) {
-        const RegularizerTerm& term = terms.term[t];
-        if (!needs_state(term.kind)) continue;
-        state[slot++ * layout.image + layout.at(frame, i)] = term_state(term, p, g, ix, iy);
-    }
+    float gx, gy;
+    forward_gradient(p, g, ix, iy, gx, gy);
+    terms_prepare_at(terms, state, layout.image, layout.at(frame, i), p[i], gx, gy);
 }
 
 /// Σ_t F_t(p, v) at pixel (ix, iy) of frame `frame`: `state` holds every
