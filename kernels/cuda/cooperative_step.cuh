@@ -108,63 +108,37 @@ __device__ __forceinline__ void cooperative_alpha(const CgnrScalars* s, int fram
     alpha = static_cast<float>(local.alpha);
 }
 
-/// The sums of `count` partials of N pairs of doubles each (partial i's
-/// pair j at partials[i N + j]) in one fixed order, by one warp (its
-/// `lane`): every block that calls it gets the same bits. The result is
-/// valid in lane 0. InFlight partials a lane are loaded together (fewer
-/// where registers are short).
-template <int N, unsigned InFlight = (N >= 8 ? 1 : 8 / N)>
-__device__ __forceinline__ void warp_sum_partials(unsigned lane, const double2* partials,
-                                                  unsigned count, double2 (&total)[N])
-{
-    // Eight loads a lane in flight together, summed in the same order as
-    // one at a time: these sums sit between a grid sync and α or β on
-    // every block's path (ct_256's one-pass step, block 0's clock on an
-    // H100: α 1.9k → 1.7k cycles, β 2.8k → 2.5k).
-    constexpr unsigned in_flight = InFlight;
-#pragma unroll
-    for (int j = 0; j < N; ++j) total[j] = double2{0.0, 0.0};
-    unsigned i = lane;
-    for (; i + 32 * (in_flight - 1) < count; i += 32 * in_flight) {
-        double2 p[in_flight][N];
-#pragma unroll
-        for (unsigned f = 0; f < in_flight; ++f) {
-#pragma unroll
-            for (int j = 0; j < N; ++j) p[f][j] = partials[(i + 32 * f) * N + j];
-        }
-#pragma unroll
-        for (unsigned f = 0; f < in_flight; ++f) {
-#pragma unroll
-            for (int j = 0; j < N; ++j) {
-                total[j].x += p[f][j].x;
-                total[j].y += p[f][j].y;
-            }
-        }
-    }
-    for (; i < count; i += 32) {
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-            const double2 p = partials[i * N + j];
-            total[j].x += p.x;
-            total[j].y += p.y;
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-        for (int offset = 16; offset > 0; offset /= 2) {
-            total[j].x += __shfl_down_sync(0xffffffffu, total[j].x, offset);
-            total[j].y += __shfl_down_sync(0xffffffffu, total[j].y, offset);
-        }
-    }
-}
-
-/// The sums of `count` partials of two doubles each (warp_sum_partials<1>).
+/// The sum of `count` partials of two doubles each, partial i at
+/// partials[i · stride], in one fixed order, by one warp (its `lane`):
+/// every block that calls it gets the same bits. The result is valid in
+/// lane 0.
 __device__ __forceinline__ double2 warp_sum_partials(unsigned lane, const double2* partials,
-                                                     unsigned count)
+                                                     unsigned count, unsigned stride = 1)
 {
-    double2 total[1];
-    warp_sum_partials<1>(lane, partials, count, total);
-    return total[0];
+    // Eight loads a lane in flight together (those past the end add 0),
+    // summed in the same order as one at a time: these sums sit between a
+    // grid sync and α or β on every block's path (ct_256's one-pass step,
+    // block 0's clock on an H100: α 1.9k → 1.7k cycles, β 2.8k → 2.5k).
+    constexpr unsigned in_flight = 8;
+    double2 total{0.0, 0.0};
+    for (unsigned i = lane; i < count; i += 32 * in_flight) {
+        double2 p[in_flight];
+#pragma unroll
+        for (unsigned f = 0; f < in_flight; ++f) {
+            const unsigned at = i + 32 * f;
+            p[f] = at < count ? partials[at * stride] : double2{0.0, 0.0};
+        }
+#pragma unroll
+        for (unsigned f = 0; f < in_flight; ++f) {
+            total.x += p[f].x;
+            total.y += p[f].y;
+        }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        total.x += __shfl_down_sync(0xffffffffu, total.x, offset);
+        total.y += __shfl_down_sync(0xffffffffu, total.y, offset);
+    }
+    return total;
 }
 
 /// The block's sum of two doubles, one from each thread (`t` its index in

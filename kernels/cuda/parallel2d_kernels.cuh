@@ -1355,6 +1355,7 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* u_o
     __shared__ float alpha, beta, fx_of[pixels];
     __shared__ bool steps, moves, cancels;
     __shared__ double2 warp_dots[pixel_warps][3];
+    __shared__ double2 grid_dots[3];  // the sums of every block's warp_dots
     __shared__ PairTile next_x[WithState ? tiles : 1];  // x_{k+1} of a tile and its halo
     __shared__ float2 halo_xd[WithState ? halo : 1];     // x_k and d_k of the halo
     const int t = threadIdx.x;
@@ -1442,28 +1443,31 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* u_o
     }
 
     cg::this_grid().sync();
-    // α and, expanded, β: every block alike
-    if (t < 32) {
-        double2 total[3];
-        warp_sum_partials<3, 2>(t, dots, blocks, total);
-        if (t == 0) {
-            CgnrScalars local = before;
-            if (local.status == SolveStatus::running) {  // as StepDotsAt::finish
-                local.f = total[0].x;
-                local.gd = total[0].y;
-            }
-            before = local;
-            steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
-            alpha = static_cast<float>(local.alpha);
-            const bool known =
-                !steps || cgnr_scalars_end_expanded(local, params, alpha, total[1].x,
-                                                    total[1].y, total[2].x);
-            cancels = !known;
-            if (known) {
-                if (block == 0 && before.status == SolveStatus::running) *op.s = local;
-                moves = local.status == SolveStatus::running;
-                beta = static_cast<float>(local.beta);
-            }
+    // α and, expanded, β: every block alike, from the grid's sums (a warp
+    // each, their loads in flight together)
+    if (t < 96) {
+        const double2 sum = warp_sum_partials(t % 32, dots + t / 32, blocks, 3);
+        if (t % 32 == 0) grid_dots[t / 32] = sum;
+    }
+    __syncthreads();
+    if (t == 0) {
+        const double2* total = grid_dots;
+        CgnrScalars local = before;
+        if (local.status == SolveStatus::running) {  // as StepDotsAt::finish
+            local.f = total[0].x;
+            local.gd = total[0].y;
+        }
+        before = local;
+        steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
+        alpha = static_cast<float>(local.alpha);
+        const bool known =
+            !steps || cgnr_scalars_end_expanded(local, params, alpha, total[1].x,
+                                                total[1].y, total[2].x);
+        cancels = !known;
+        if (known) {
+            if (block == 0 && before.status == SolveStatus::running) *op.s = local;
+            moves = local.status == SolveStatus::running;
+            beta = static_cast<float>(local.beta);
         }
     }
     __syncthreads();
