@@ -103,6 +103,7 @@
 #include "cgnr_ops.cuh"
 #include "cooperative_step.cuh"
 #include "frame_reduce.cuh"
+#include "grid_barrier.cuh"
 #include "kernels/parallel2d_rays.hpp"
 #include "kernels/rows.hpp"
 #include "launch.cuh"
@@ -1442,7 +1443,7 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* u_o
         dots[block * 3 + t] = total;
     }
 
-    cg::this_grid().sync();
+    grid_barrier();  // one block per SM, as the persistent kernels' (grid_barrier.cuh)
     // α and, expanded, β: every block alike, from the grid's sums (a warp
     // each, their loads in flight together)
     if (t < 96) {
@@ -1481,7 +1482,7 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* u_o
             sum = {gn * o.e, gn * gn};
         }
         store_block_sum<Threads / 32>(sum, t, sums + block);
-        cg::this_grid().sync();
+        grid_barrier();
         if (t < 32) {
             cooperative_beta(t, sums, blocks, before, params, block == 0, op.s, moves, beta);
         }
