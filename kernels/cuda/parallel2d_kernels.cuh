@@ -1065,7 +1065,7 @@ struct ReduceEpilogue {
 /// where there were two: ct_256 with TV 12.37–12.39 -> 12.01–12.05 ms
 /// (H200). A tile per block (40 registers) spilled 108–172 bytes for it
 /// and went 14.13–14.17 -> 14.71–14.77 ms, slower than its two launches
-/// (adjoint, then parallel2d_step_kernel: 14.30–14.37 ms), which it takes.
+/// (adjoint, then parallel2d_step_kernel: 14.32–14.42 ms), which it takes.
 template <bool WithState>
 struct StepEpilogue {
     static constexpr bool whole_step = true;
