@@ -213,34 +213,15 @@ constexpr int pair_tile = 16;
 /// outside the image): what a tile's entries of the pair images are made of.
 using PairTile = float[pair_tile + 1][pair_tile + 1];  // odd row stride: no bank conflicts
 
-/// The calling thread's place in a pair_tile x pair_tile tile: by default
-/// its (threadIdx.x, threadIdx.y); a larger block maps its first
-/// pair_tile² threads so and leaves the rest out (`active` false).
-struct TileThread {
-    int tx, ty;
-    bool active;
-
-    __device__ static TileThread block()
-    {
-        return {static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y), true};
-    }
-    __device__ static TileThread of(int t)
-    {
-        return {t % pair_tile, t / pair_tile, t < pair_tile * pair_tile};
-    }
-};
-
 /// Writes the tile's entries of one frame's pair images (`rows`, then the
-/// columns after them) from `tile`; pair_tile x pair_tile threads (`at`),
-/// after a barrier that follows the tile's last store.
+/// columns after them) from `tile`; a block of pair_tile x pair_tile
+/// threads, after a barrier that follows the tile's last store.
 __device__ __forceinline__ void write_pairs(const Parallel2dView& v, const PairTile& tile,
-                                            index_t x0, index_t y0, float2* __restrict__ rows,
-                                            TileThread at = TileThread::block())
+                                            index_t x0, index_t y0, float2* __restrict__ rows)
 {
-    if (!at.active) return;
     const index_t nx = v.nx, ny = v.ny;
     float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
-    const int tx = at.tx, ty = at.ty;
+    const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
     const index_t row_width = nx + 3, col_width = ny + 3;
     const float2 zero = make_float2(0.0f, 0.0f);
     // Rows: lanes along x.
@@ -312,120 +293,56 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
     write_pairs(v, tile, x0, y0, pairs + static_cast<size_type>(blockIdx.z) * pair_frame_size(v));
 }
 
-/// What move_direction_tile reads for the calling thread (none of it needs
-/// β): its pixel's g and old d and, for the threads that form the halo to
-/// the right and below, the halo pixel's g and old d.
-struct DirectionOperands {
-    float g = 0.0f, d = 0.0f, halo_g = 0.0f, halo_d = 0.0f;
-};
-
-/// The calling thread's halo pixel: t < 16 the halo column's row t, else
-/// (t < 32) the halo row's column t − 16; false for the other threads.
-__device__ __forceinline__ bool direction_halo(TileThread at, index_t x0, index_t y0, bool& column,
-                                               int& place, index_t& hx, index_t& hy)
-{
-    const int t = at.active ? at.ty * pair_tile + at.tx : 2 * pair_tile;
-    if (t >= 2 * pair_tile) return false;
-    column = t < pair_tile;
-    place = column ? t : t - pair_tile;
-    hx = column ? x0 + pair_tile : x0 + place;
-    hy = column ? y0 + place : y0 + pair_tile;
-    return true;
-}
-
-/// The old d of the halo is read from this tile's own entries of the old
+/// d = −g + β d over the calling block's tile (blockIdx.x, blockIdx.y) of
+/// one frame, and the tile's entries of the pair images of d from the new
+/// values (the block's pair_tile x pair_tile threads, every one). The halo
+/// to the right and below is d's next value there, formed here from g and
+/// the halo's old d, which is read from this tile's own entries of the old
 /// pair images (the second pixel of its last column's and last row's
 /// entries): the neighbouring tile may already have moved d there.
-__device__ __forceinline__ DirectionOperands load_direction(const Parallel2dView& v, int frame,
-                                                            const float* __restrict__ g,
-                                                            const float* __restrict__ d,
-                                                            const float2* __restrict__ pairs,
-                                                            TileThread at, index_t x0, index_t y0)
-{
-    const index_t nx = v.nx, ny = v.ny;
-    const size_type n = static_cast<size_type>(nx) * ny;
-    const float* gf = g + frame * n;
-    const float2* rows = pairs + static_cast<size_type>(frame) * pair_frame_size(v);
-    const float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
-    DirectionOperands o;
-    const index_t ix = x0 + at.tx, iy = y0 + at.ty;
-    if (at.active && ix < nx && iy < ny) {
-        const size_type k = static_cast<size_type>(iy) * nx + ix;
-        o.g = gf[k];
-        o.d = d[frame * n + k];
-    }
-    bool column = false;
-    int place = 0;
-    index_t hx = 0, hy = 0;
-    if (direction_halo(at, x0, y0, column, place, hx, hy) && hx < nx && hy < ny) {
-        o.halo_d = column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
-                          : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
-        o.halo_g = gf[static_cast<size_type>(hy) * nx + hx];
-    }
-    return o;
-}
-
-/// d = −g + β d over the calling block's tile of one frame, and the tile's
-/// entries of the pair images of d from the new values (the block's
-/// pair_tile x pair_tile threads, every one), from the operands each
-/// thread loaded (load_direction). The halo to the right and below is d's
-/// next value there, formed here from its g and old d. Every thread of the
-/// block calls it (a barrier); `at` places it in the tile. This form: the
-/// tile with corner (x0, y0), made in `tile` (shared).
-__device__ __forceinline__ void move_direction_from(const Parallel2dView& v, int frame,
-                                                    float beta, const DirectionOperands& o,
+__device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
+                                                    float beta, const float* __restrict__ g,
                                                     float* __restrict__ d,
-                                                    float2* __restrict__ pairs, TileThread at,
-                                                    index_t x0, index_t y0, PairTile& tile)
+                                                    float2* __restrict__ pairs)
 {
+    __shared__ PairTile tile;
     const index_t nx = v.nx, ny = v.ny;
     const size_type n = static_cast<size_type>(nx) * ny;
-    const index_t ix = x0 + at.tx, iy = y0 + at.ty;
+    const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+    const index_t x0 = blockIdx.x * pair_tile, y0 = blockIdx.y * pair_tile;
+    const index_t ix = x0 + tx, iy = y0 + ty;
+    const float* gf = g + frame * n;
+    float* df = d + frame * n;
     float2* rows = pairs + static_cast<size_type>(frame) * pair_frame_size(v);
-    if (at.active) {
-        float own = 0.0f;
-        if (ix < nx && iy < ny) {
-            own = direction_at(o.g, beta, o.d);
-            d[frame * n + static_cast<size_type>(iy) * nx + ix] = own;
-        }
-        tile[at.ty][at.tx] = own;
+    const float2* cols = rows + static_cast<size_type>(ny) * (nx + 3);
+    float own = 0.0f;
+    if (ix < nx && iy < ny) {
+        const size_type k = static_cast<size_type>(iy) * nx + ix;
+        own = direction_at(gf[k], beta, df[k]);
+        df[k] = own;
     }
-    bool column = false;
-    int place = 0;
-    index_t hx = 0, hy = 0;
-    if (direction_halo(at, x0, y0, column, place, hx, hy)) {
-        const float next = hx < nx && hy < ny ? direction_at(o.halo_g, beta, o.halo_d) : 0.0f;
+    tile[ty][tx] = own;
+    const int t = ty * pair_tile + tx;
+    if (t < 2 * pair_tile) {
+        // t < 16: the halo column's row t; else the halo row's column t − 16.
+        const bool column = t < pair_tile;
+        const int at = column ? t : t - pair_tile;
+        const index_t hx = column ? x0 + pair_tile : x0 + at;
+        const index_t hy = column ? y0 + at : y0 + pair_tile;
+        float next = 0.0f;
+        if (hx < nx && hy < ny) {
+            const float old = column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
+                                     : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
+            next = direction_at(gf[static_cast<size_type>(hy) * nx + hx], beta, old);
+        }
         if (column) {
-            tile[place][pair_tile] = next;
+            tile[at][pair_tile] = next;
         } else {
-            tile[pair_tile][place] = next;
+            tile[pair_tile][at] = next;
         }
     }
     __syncthreads();  // every old entry this tile reads is read before it is written
-    write_pairs(v, tile, x0, y0, rows, at);
-}
-
-/// load_direction, then move_direction_from.
-__device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
-                                                    float beta, const float* __restrict__ g,
-                                                    float* __restrict__ d,
-                                                    float2* __restrict__ pairs, TileThread at,
-                                                    index_t x0, index_t y0, PairTile& tile)
-{
-    move_direction_from(v, frame, beta, load_direction(v, frame, g, d, pairs, at, x0, y0), d,
-                        pairs, at, x0, y0, tile);
-}
-
-/// The calling block's tile (blockIdx.x, blockIdx.y).
-__device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int frame,
-                                                    float beta, const float* __restrict__ g,
-                                                    float* __restrict__ d,
-                                                    float2* __restrict__ pairs,
-                                                    TileThread at = TileThread::block())
-{
-    __shared__ PairTile tile;
-    move_direction_tile(v, frame, beta, g, d, pairs, at, blockIdx.x * pair_tile,
-                        blockIdx.y * pair_tile, tile);
+    write_pairs(v, tile, x0, y0, rows);
 }
 
 /// The direction step d = −g + β d of the frames still running (blockIdx.z)
@@ -829,6 +746,7 @@ __global__ void __launch_bounds__(1024)
 // --- Aᵀ y --------------------------------------------------------------------------
 
 constexpr int adjoint_tile = 16;    // pixels per tile side
+constexpr int adjoint_group_threads = 64;  // a view group's: a 2 x 2 pixel quad each
 constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 needed)
 
 /// View groups per block (64 threads each, a 2 x 2 pixel quad per thread)
@@ -853,7 +771,7 @@ constexpr int adjoint_block_tiles = Mirrored ? 2 : 1;
 
 /// Threads of an adjoint block for BT frames.
 template <int BT, bool Mirrored = false>
-constexpr int adjoint_threads = 64 * adjoint_groups<BT, Mirrored>;
+constexpr int adjoint_threads = adjoint_group_threads * adjoint_groups<BT, Mirrored>;
 
 /// The staged bins of a chunk of views: per (view, bin) y · scale for BT
 /// frames and the ray's base crossing. One frame keeps (y, base) pairs, one
@@ -1113,7 +1031,7 @@ template <bool Mirrored>
 __device__ __forceinline__ AdjointPixel adjoint_pixel(const Parallel2dView& v, int p)
 {
     constexpr int tile_pixels = adjoint_tile * adjoint_tile;
-    constexpr int group_threads = 64;
+    constexpr int group_threads = adjoint_group_threads;
     AdjointPixel a;
     a.tile = Mirrored ? p / tile_pixels : 0;
     const int quad = (p - a.tile * tile_pixels) / group_threads;
@@ -1160,7 +1078,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
 {
     static_assert(!Mirrored || BT == 1);
     constexpr int chunk_views = adjoint_chunk<BT>;
-    constexpr int group_threads = 64;
+    constexpr int group_threads = adjoint_group_threads;
     constexpr int groups = adjoint_groups<BT, Mirrored>;
     constexpr int block_threads = adjoint_threads<BT, Mirrored>;
     constexpr int tiles = adjoint_block_tiles<Mirrored>;
