@@ -39,10 +39,9 @@ struct StepVectors {
 /// fewest launches that can run: where one parallel-beam frame keeps the
 /// pair images of d and its adjoint takes mirrored tiles, the adjoint runs
 /// the whole step after its view loop (cgnr_step_one_pass); else the
-/// cooperative step. `cooperative` keeps the
-/// cooperative step a launch of its own; `split` takes the update and β
-/// step and the direction step as two launches. Anything else is an error
-/// naming the variable.
+/// cooperative step. `cooperative` keeps the cooperative step a launch of
+/// its own; `split` takes the update and β step and the direction step as
+/// two launches. Anything else is an error naming the variable.
 enum class StepLaunch { fewest, cooperative, split };  // the variable's choices, in order
 StepLaunch step_launch();
 

@@ -675,7 +675,8 @@ void expect_one_pass_matches_its_steps(const CachedFrames& frames, std::mt19937_
                     EXPECT_NEAR(s1[b].alpha, s2[b].alpha, 1e-9 * std::abs(s2[b].alpha));
                     const bool expanded = run == &one && !cancels;
                     EXPECT_NEAR(s1[b].gg, s2[b].gg, (expanded ? 1e-6 : 1e-9) * s2[b].gg);
-                    const double rounding = expanded ? 1.2e-7 * ge_terms(b) / std::abs(s2[b].f) : 0.0;
+                    const double rounding =
+                        expanded ? 1.2e-7 * ge_terms(b) / std::abs(s2[b].f) : 0.0;
                     EXPECT_NEAR(s1[b].beta, s2[b].beta,
                                 1e-6 * std::abs(s2[b].beta) + rounding + 1e-12);
                 }
@@ -726,7 +727,9 @@ TEST(Parallel2dGpuDirectionCache, OnePassSumsOverTheNewGradientWhereTheExpansion
     std::mt19937_64 rng{seed};
     for (const auto& geo : geometries()) {
         // (the one-pass adjoint's step runs on mirrored tiles)
-        if (geo.name == "mirrored_tiles") expect_one_pass_matches_its_steps(CachedFrames{geo, 1}, rng, true);
+        if (geo.name == "mirrored_tiles") {
+            expect_one_pass_matches_its_steps(CachedFrames{geo, 1}, rng, true);
+        }
     }
 }
 

@@ -115,8 +115,13 @@ RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, BatchLa
                             int frame, StridedImage p, ImageGrid g, index_t ix, index_t iy)
 {
     const size_type i = static_cast<size_type>(iy) * g.nx + ix;
-    float gx, gy;
-    forward_gradient(p, g, ix, iy, gx, gy);
+    // The neighbours only where a term's state takes them (a sign
+    // constraint alone reads p at the pixel): this runs in every
+    // iteration's step.
+    bool gradient = false;
+    for (int t = 0; t < terms.count; ++t) gradient |= terms.term[t].kind == RegularizerKind::tv;
+    float gx = 0.0f, gy = 0.0f;
+    if (gradient) forward_gradient(p, g, ix, iy, gx, gy);
     terms_prepare_at(terms, state, layout.image, layout.at(frame, i), p[i], gx, gy);
 }
 
