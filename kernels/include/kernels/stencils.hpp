@@ -44,25 +44,31 @@ RECON_HD void forward_gradient(StridedImage v, ImageGrid g, index_t ix, index_t 
     gy = iy + 1 < g.ny ? v[i + g.nx] - v[i] : 0.0f;
 }
 
-/// (Dᵀ W D v) at pixel (ix, iy), W = diag(w); w.p == nullptr means W = I.
+/// (Dᵀ W D v) at pixel (ix, iy), W = diag(w); w.p == nullptr means W = I:
+/// −w_i (gx + gy) at the pixel, plus w of the left neighbour times its gx
+/// and w of the upper neighbour times its gy (forward differences, Neumann
+/// boundary). Every value is loaded before any is used: the GPU's one-pass
+/// step runs this per pixel between its view loop and its grid sync, where
+/// loads behind the boundary tests went to L2 one group after another.
 RECON_HD float weighted_dtd(StridedImage v, StridedImage w, ImageGrid g, index_t ix,
                             index_t iy)
 {
     const index_t i = iy * g.nx + ix;
-    float gx, gy;
-    forward_gradient(v, g, ix, iy, gx, gy);
-    const float wi = w.p ? w[i] : 1.0f;
-    float sum = -wi * (gx + gy);
-    if (ix > 0) {
-        float gxl, gyl;
-        forward_gradient(v, g, ix - 1, iy, gxl, gyl);
-        sum += (w.p ? w[i - 1] : 1.0f) * gxl;
-    }
-    if (iy > 0) {
-        float gxu, gyu;
-        forward_gradient(v, g, ix, iy - 1, gxu, gyu);
-        sum += (w.p ? w[i - g.nx] : 1.0f) * gyu;
-    }
+    const bool right = ix + 1 < g.nx, down = iy + 1 < g.ny, left = ix > 0, up = iy > 0;
+    const float here = v[i];
+    const float v_right = right ? v[i + 1] : 0.0f;
+    const float v_down = down ? v[i + g.nx] : 0.0f;
+    const float v_left = left ? v[i - 1] : 0.0f;
+    const float v_up = up ? v[i - g.nx] : 0.0f;
+    const float w_here = w.p ? w[i] : 1.0f;
+    const float w_left = w.p && left ? w[i - 1] : 1.0f;
+    const float w_up = w.p && up ? w[i - g.nx] : 1.0f;
+    // forward_gradient's operations, here and at the left and upper neighbours
+    const float gx = right ? v_right - here : 0.0f;
+    const float gy = down ? v_down - here : 0.0f;
+    float sum = -w_here * (gx + gy);
+    if (left) sum += w_left * (here - v_left);
+    if (up) sum += w_up * (here - v_up);
     return sum;
 }
 
