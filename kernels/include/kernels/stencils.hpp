@@ -47,9 +47,10 @@ RECON_HD void forward_gradient(StridedImage v, ImageGrid g, index_t ix, index_t 
 /// (Dᵀ W D v) at pixel (ix, iy), W = diag(w); w.p == nullptr means W = I:
 /// −w_i (gx + gy) at the pixel, plus w of the left neighbour times its gx
 /// and w of the upper neighbour times its gy (forward differences, Neumann
-/// boundary). Every value is loaded before any is used: the GPU's one-pass
-/// step runs this per pixel between its view loop and its grid sync, where
-/// loads behind the boundary tests went to L2 one group after another.
+/// boundary). Every value is loaded before any is used, so that the loads
+/// can be in flight together: the GPU's one-pass step runs this per pixel
+/// between its view loop and its grid sync, where loads behind each
+/// boundary test had waited on the ones before (ct_256 with TV −0.6 %).
 RECON_HD float weighted_dtd(StridedImage v, StridedImage w, ImageGrid g, index_t ix,
                             index_t iy)
 {
