@@ -77,6 +77,10 @@ RECON_HD bool needs_state(RegularizerKind kind)
            kind == RegularizerKind::nonpos;
 }
 
+/// True for terms whose state at a pixel takes p's forward differences
+/// there, not p alone (term_state: the TV diffusivity).
+RECON_HD bool state_needs_gradient(RegularizerKind kind) { return kind == RegularizerKind::tv; }
+
 /// Floats of state regularizer_prepare writes: one image per stateful term
 /// and frame, laid out [term slot][frame][pixel].
 inline size_type regularizer_state_size(const RegularizerTerms& terms, ImageGrid grid,

@@ -55,18 +55,17 @@ RECON_HD float weighted_dtd(StridedImage v, StridedImage w, ImageGrid g, index_t
                             index_t iy)
 {
     const index_t i = iy * g.nx + ix;
-    const bool right = ix + 1 < g.nx, down = iy + 1 < g.ny, left = ix > 0, up = iy > 0;
+    const bool left = ix > 0, up = iy > 0;
+    float gx, gy;
+    forward_gradient(v, g, ix, iy, gx, gy);
     const float here = v[i];
-    const float v_right = right ? v[i + 1] : 0.0f;
-    const float v_down = down ? v[i + g.nx] : 0.0f;
     const float v_left = left ? v[i - 1] : 0.0f;
     const float v_up = up ? v[i - g.nx] : 0.0f;
     const float w_here = w.p ? w[i] : 1.0f;
     const float w_left = w.p && left ? w[i - 1] : 1.0f;
     const float w_up = w.p && up ? w[i - g.nx] : 1.0f;
-    // forward_gradient's operations, here and at the left and upper neighbours
-    const float gx = right ? v_right - here : 0.0f;
-    const float gy = down ? v_down - here : 0.0f;
+    // the left neighbour's gx and the upper one's gy: forward_gradient's
+    // operations there
     float sum = -w_here * (gx + gy);
     if (left) sum += w_left * (here - v_left);
     if (up) sum += w_up * (here - v_up);
@@ -126,7 +125,7 @@ RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, BatchLa
     // constraint alone reads p at the pixel): this runs in every
     // iteration's step.
     bool gradient = false;
-    for (int t = 0; t < terms.count; ++t) gradient |= terms.term[t].kind == RegularizerKind::tv;
+    for (int t = 0; t < terms.count; ++t) gradient |= state_needs_gradient(terms.term[t].kind);
     float gx = 0.0f, gy = 0.0f;
     if (gradient) forward_gradient(p, g, ix, iy, gx, gy);
     terms_prepare_at(terms, state, layout.image, layout.at(frame, i), p[i], gx, gy);
