@@ -213,6 +213,16 @@ constexpr int pair_tile = 16;
 /// outside the image): what a tile's entries of the pair images are made of.
 using PairTile = float[pair_tile + 1][pair_tile + 1];  // odd row stride: no bank conflicts
 
+/// Halo pixel r (0 <= r < 2 · pair_tile) of the tile with corner (x0, y0):
+/// its right neighbour column's row r (r < pair_tile), else its lower
+/// neighbour row's column r − pair_tile. It may lie outside the image.
+RECON_HD void pair_tile_halo(int r, index_t x0, index_t y0, index_t& hx, index_t& hy)
+{
+    const bool column = r < pair_tile;
+    hx = column ? x0 + pair_tile : x0 + (r - pair_tile);
+    hy = column ? y0 + r : y0 + pair_tile;
+}
+
 /// Writes the tile's entries of one frame's pair images (`rows`, then the
 /// columns after them) from `tile`; a block of pair_tile x pair_tile
 /// threads, after a barrier that follows the tile's last store.
@@ -324,11 +334,10 @@ __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int
     tile[ty][tx] = own;
     const int t = ty * pair_tile + tx;
     if (t < 2 * pair_tile) {
-        // t < 16: the halo column's row t; else the halo row's column t − 16.
         const bool column = t < pair_tile;
         const int at = column ? t : t - pair_tile;
-        const index_t hx = column ? x0 + pair_tile : x0 + at;
-        const index_t hy = column ? y0 + at : y0 + pair_tile;
+        index_t hx = 0, hy = 0;
+        pair_tile_halo(t, x0, y0, hx, hy);
         float next = 0.0f;
         if (hx < nx && hy < ny) {
             const float old = column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
@@ -1045,9 +1054,8 @@ __device__ __forceinline__ AdjointPixel adjoint_pixel(const Parallel2dView& v, i
 }
 
 /// Halo pixel j of an adjoint block's tiles (0 <= j < 32 · tiles, else
-/// false): tile j / 32's right column (j % 32 < 16: its row j % 32) or
-/// lower row (its column j % 32 − 16); false where it lies outside the
-/// image. `x0`, `y0`: the tile's corner.
+/// false): tile j / 32's halo pixel j % 32 (pair_tile_halo); false where
+/// it lies outside the image. `x0`, `y0`: the tile's corner.
 template <bool Mirrored>
 __device__ __forceinline__ bool adjoint_halo(const Parallel2dView& v, int j, int& tile,
                                              index_t& x0, index_t& y0, index_t& hx, index_t& hy)
@@ -1056,8 +1064,8 @@ __device__ __forceinline__ bool adjoint_halo(const Parallel2dView& v, int j, int
     tile = j / (2 * adjoint_tile);
     const int r = j % (2 * adjoint_tile);
     adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
-    hx = r < adjoint_tile ? x0 + adjoint_tile : x0 + (r - adjoint_tile);
-    hy = r < adjoint_tile ? y0 + r : y0 + adjoint_tile;
+    static_assert(adjoint_tile == pair_tile);
+    pair_tile_halo(r, x0, y0, hx, hy);
     return hx < v.nx && hy < v.ny;
 }
 
