@@ -334,21 +334,17 @@ __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int
     tile[ty][tx] = own;
     const int t = ty * pair_tile + tx;
     if (t < 2 * pair_tile) {
-        const bool column = t < pair_tile;
-        const int at = column ? t : t - pair_tile;
         index_t hx = 0, hy = 0;
         pair_tile_halo(t, x0, y0, hx, hy);
         float next = 0.0f;
         if (hx < nx && hy < ny) {
-            const float old = column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
-                                     : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
+            // the halo column's old d from its row's entries, the halo row's from its column's
+            const float old = t < pair_tile
+                                  ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
+                                  : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
             next = direction_at(gf[static_cast<size_type>(hy) * nx + hx], beta, old);
         }
-        if (column) {
-            tile[at][pair_tile] = next;
-        } else {
-            tile[pair_tile][at] = next;
-        }
+        tile[hy - y0][hx - x0] = next;
     }
     __syncthreads();  // every old entry this tile reads is read before it is written
     write_pairs(v, tile, x0, y0, rows);
