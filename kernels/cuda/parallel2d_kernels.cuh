@@ -339,9 +339,9 @@ __device__ __forceinline__ void move_direction_tile(const Parallel2dView& v, int
         float next = 0.0f;
         if (hx < nx && hy < ny) {
             // the halo column's old d from its row's entries, the halo row's from its column's
-            const float old = t < pair_tile
-                                  ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
-                                  : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
+            const bool in_column = hx - x0 == pair_tile;
+            const float old = in_column ? rows[static_cast<size_type>(hy) * (nx + 3) + hx + 1].y
+                                        : cols[static_cast<size_type>(hx) * (ny + 3) + hy + 1].y;
             next = direction_at(gf[static_cast<size_type>(hy) * nx + hx], beta, old);
         }
         tile[hy - y0][hx - x0] = next;
