@@ -147,6 +147,20 @@ RECON_HD float pixel_weight(float p, float jf)
     return fmaxf(0.0f, sub_rn(1.0f, fabsf(sub_rn(p, jf))));
 }
 
+/// `p`, with the compiler kept from seeing how it was formed. An address
+/// made of a pointer the compiler cannot take apart and a 32-bit index is
+/// one wide multiply-add (IMAD.WIDE). Left to itself, nvcc kept the rays
+/// kernel's frame and axis offsets as a 64-bit index beside the parameter
+/// and spent five integer instructions on each step's load address: the
+/// loop of 4 steps was 71 instructions, now 58 (SASS, sm_90). The adjoint's
+/// staging of y takes the same form.
+template <class T>
+__device__ __forceinline__ const T* opaque_pointer(const T* p)
+{
+    asm("" : "+l"(p));
+    return p;
+}
+
 // --- A x ---------------------------------------------------------------------------
 
 /// One step of Joseph's method along a ray: the weights of the minor pixels
@@ -439,19 +453,6 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 
     // d = −g + β d and its pair images; the halo's g is the neighbours' new one
     move_direction_tile(v, frame, beta, w.g, w.d, w.pairs);
-}
-
-/// `p`, with the compiler kept from seeing how it was formed. An address
-/// made of a pointer the compiler cannot take apart and a 32-bit index is
-/// one wide multiply-add (IMAD.WIDE). Left to itself, nvcc kept the rays
-/// kernel's frame and axis offsets as a 64-bit index beside the parameter
-/// and spent five integer instructions on each step's load address: the
-/// loop of 4 steps was 71 instructions, now 58 (SASS, sm_90).
-template <class T>
-__device__ __forceinline__ const T* opaque_pointer(const T* p)
-{
-    asm("" : "+l"(p));
-    return p;
 }
 
 /// y[b][ray] = Σ_k weights · x[b] for BT frames, from their pair images
@@ -1139,6 +1140,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         // on one load at a time was 13 % of the kernel's stall samples).
         constexpr int staged_per_thread = chunk_views * adjoint_window / block_threads;
         static_assert(staged_per_thread * block_threads == chunk_views * adjoint_window);
+        // Each frame's y as an opaque pointer and the rows as 32-bit indices
+        // (rows_of fits index_t): one IMAD.WIDE per load address.
+        const float* frame_y[BT];
+#pragma unroll
+        for (int b = 0; b < BT; ++b) frame_y[b] = opaque_pointer(y + static_cast<size_type>(b) * m);
 #pragma unroll
         for (int j = 0; j < staged_per_thread; ++j) {
             const int e = t + j * block_threads;
@@ -1149,17 +1155,15 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
             const index_t bin = a.first_bin + i;
             const float base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
             const bool inside = a.valid != 0 && bin >= 0 && bin < v.bins;
-            const size_type row = static_cast<size_type>(chunk + vl) * v.bins;
-            const size_type at = row + (inside ? bin : 0);
+            const index_t row = (chunk + vl) * v.bins;
+            const index_t at = row + (inside ? bin : 0);
             float ys[BT];
 #pragma unroll
-            for (int b = 0; b < BT; ++b) {
-                ys[b] = inside ? __ldg(y + static_cast<size_type>(b) * m + at) * a.scale : 0.0f;
-            }
+            for (int b = 0; b < BT; ++b) ys[b] = inside ? __ldg(frame_y[b] + at) * a.scale : 0.0f;
             table.store(vl, i, ys, base);
             if constexpr (Mirrored) {
-                const size_type mirrored = row + (inside ? v.bins - 1 - bin : 0);
-                mirror->y[vl][i] = inside ? __ldg(y + mirrored) * a.scale : 0.0f;
+                const index_t mirrored = row + (inside ? v.bins - 1 - bin : 0);
+                mirror->y[vl][i] = inside ? __ldg(frame_y[0] + mirrored) * a.scale : 0.0f;
             }
         }
         __syncthreads();
