@@ -189,36 +189,6 @@ RECON_HD size_type pair_frame_size(const Parallel2dView& v)
     return static_cast<size_type>(v.ny) * (v.nx + 3) + static_cast<size_type>(v.nx) * (v.ny + 3);
 }
 
-/// The major steps [begin, end) of a ray whose crossings can give a pixel a
-/// weight: every k with p in (−1, n_minor) is inside, and every k inside has
-/// p in (−2, n_minor + 1), so the pair entry floor(p) + 2 exists. Takes
-/// 1 / slope, which the staged-lines kernel computes once per view.
-struct RaySpan {
-    index_t begin = 0, end = 0;
-};
-
-RECON_HD RaySpan ray_span(float base, float slope, float inv_slope, index_t n_major,
-                          index_t n_minor)
-{
-    RaySpan span;
-    if (!(isfinite(base) && isfinite(slope))) return span;  // rows.hpp: no entries
-    const float minor = static_cast<float>(n_minor);
-    if (fabsf(slope) * static_cast<float>(n_major) < 0.25f) {
-        // p moves by less than 0.25 along the ray: all steps or none.
-        if (base > -1.25f && base < minor + 0.25f) span.end = n_major;
-        return span;
-    }
-    // Margins of 0.5 in p; the float errors here (the product with the
-    // rounded 1 / slope included) are ~1e-4 at most.
-    const float ka = (-1.5f - base) * inv_slope;
-    const float kb = (minor + 0.5f - base) * inv_slope;
-    const float last = static_cast<float>(n_major);
-    span.begin = static_cast<index_t>(fminf(fmaxf(ceilf(fminf(ka, kb)), 0.0f), last));
-    span.end = static_cast<index_t>(fminf(fmaxf(floorf(fmaxf(ka, kb)) + 1.0f, 0.0f), last));
-    if (span.end < span.begin) span.end = span.begin;
-    return span;
-}
-
 // 16 x 16 tiles: 256 blocks for a 256 x 256 image. (32 x 32 tiles gave 64
 // blocks, half the SMs of an H100 idle: 4.5 µs per call for 1.5 MB.)
 constexpr int pair_tile = 16;
@@ -469,7 +439,8 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 /// r = A x − sub, sums kept in Acc. Twelve blocks per SM, which ct_256's
 /// 1,440 blocks need at once, leave ptxas 40 registers: with 32 it kept two
 /// loads in flight per thread, and a system of few views (each SM one or
-/// two blocks) waited on the L2 for every second step.
+/// two blocks) waited on the L2 for every second step. A thread takes its
+/// ray's constants from the system's table (v.rays) where it has one.
 template <int BT, class Acc>
 __global__ void __launch_bounds__(32 * ray_segments, 12)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
@@ -478,34 +449,29 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
     __shared__ Acc partial[ray_segments][BT][32];
     const int lane = threadIdx.x % 32;
     const int segment = threadIdx.x / 32;
-    const RaysItem place = rays_block(v, blockIdx.x);
-    const index_t view = place.view_group * ray_views + lane / ray_bins;
-    const index_t bin = place.bin_group * ray_bins + lane % ray_bins;
-    const bool active = view < v.views && bin < v.bins;
-    const index_t row = view * v.bins + bin;
+    const RaySetup ray = v.rays != nullptr ? v.rays[static_cast<size_type>(blockIdx.x) * 32 + lane]
+                                           : ray_setup(v, rays_block(v, blockIdx.x), lane);
+    const bool active = ray.row >= 0;
     Acc acc[BT];
 #pragma unroll
     for (int b = 0; b < BT; ++b) acc[b] = Acc{0};
     if (active) {
-        const ViewGeometry g = view_geometry(v, view);
-        const float base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
-        const RaySpan span = ray_span(base, g.slope, 1.0f / g.slope, g.n_major, g.n_minor);
-        const index_t per = (span.end - span.begin + ray_segments - 1) / ray_segments;
-        const index_t k0 = span.begin + segment * per;
-        const index_t k1 = min(k0 + per, span.end);
-        const index_t stride = g.n_minor + 3;
+        const index_t per = (ray.end - ray.begin + ray_segments - 1) / ray_segments;
+        const index_t k0 = ray.begin + segment * per;
+        const index_t k1 = min(k0 + per, static_cast<index_t>(ray.end));
+        const index_t stride = ray.line_stride;
         const size_type frame = pair_frame_size(v);
         const float2* image[BT];
 #pragma unroll
         for (int b = 0; b < BT; ++b) {
             image[b] = opaque_pointer(pairs + static_cast<size_type>(b) * frame +
-                                      (g.step_y ? 0 : static_cast<size_type>(v.ny) * (v.nx + 3)));
+                                      (ray.columns != 0 ? static_cast<size_type>(v.ny) * (v.nx + 3) : 0));
         }
         index_t offset = k0 * stride + 2 - float_bits(magic);
         float kf = static_cast<float>(k0);
 #pragma unroll 4
         for (index_t k = k0; k < k1; ++k) {
-            const RayStep step = ray_step(base, g.slope, kf, offset);
+            const RayStep step = ray_step(ray.base, ray.slope, kf, offset);
 #pragma unroll
             for (int b = 0; b < BT; ++b) {
                 const float2 xx = __ldg(image[b] + step.entry);
@@ -516,7 +482,7 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
             offset += stride;
         }
 #pragma unroll
-        for (int b = 0; b < BT; ++b) acc[b] *= static_cast<Acc>(g.scale);
+        for (int b = 0; b < BT; ++b) acc[b] *= static_cast<Acc>(ray.scale);
     }
 #pragma unroll
     for (int b = 0; b < BT; ++b) partial[segment][b][lane] = acc[b];
@@ -526,7 +492,7 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
         for (int b = 0; b < BT; ++b) {
             Acc sum = partial[0][b][lane];
             for (int s = 1; s < ray_segments; ++s) sum += partial[s][b][lane];
-            const size_type k = static_cast<size_type>(b) * (v.views * v.bins) + row;
+            const size_type k = static_cast<size_type>(b) * (v.views * v.bins) + ray.row;
             y[k] = static_cast<float>(sub != nullptr ? sum - static_cast<Acc>(__ldg(sub + k)) : sum);
         }
     }

@@ -44,7 +44,8 @@ std::map<std::string, std::string> Parallel2d::parameters() const
 }
 
 kernels::Parallel2dView Parallel2d::make_view(const float* cos_angle, const float* sin_angle,
-                                              const std::int32_t* rays_order) const
+                                              const std::int32_t* rays_order,
+                                              const kernels::RaySetup* rays) const
 {
     kernels::Parallel2dView v;
     v.nx = nx_;
@@ -55,6 +56,7 @@ kernels::Parallel2dView Parallel2d::make_view(const float* cos_angle, const floa
     v.cos_angle = cos_angle;
     v.sin_angle = sin_angle;
     v.rays_order = rays_order;
+    v.rays = rays;
     return v;
 }
 
@@ -64,14 +66,17 @@ kernels::SystemView Parallel2d::view(const Executor& exec) const
     std::lock_guard lock{mutex_};
     auto it = device_.find(exec.device());
     if (it == device_.end()) {
-        const auto order = kernels::rays_order(make_view(cos_.data(), sin_.data()));
+        const kernels::Parallel2dView host = make_view(cos_.data(), sin_.data());
+        const auto order = kernels::rays_order(host);
         DeviceArrays arrays{kernels::Array<float>{exec, cos_}, kernels::Array<float>{exec, sin_},
-                            kernels::Array<std::int32_t>{exec, order}};
+                            kernels::Array<std::int32_t>{exec, order},
+                            kernels::Array<kernels::RaySetup>{exec, kernels::rays_setup(host, order)}};
         exec.synchronize();
         it = device_.emplace(exec.device(), std::move(arrays)).first;
     }
     const DeviceArrays& arrays = it->second;
-    return make_view(arrays.cos_angle.data(), arrays.sin_angle.data(), arrays.rays_order.data());
+    return make_view(arrays.cos_angle.data(), arrays.sin_angle.data(), arrays.rays_order.data(),
+                     arrays.rays.data());
 }
 
 }  // namespace recon

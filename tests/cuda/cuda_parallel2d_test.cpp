@@ -155,9 +155,16 @@ TEST_P(Parallel2dGpu, MatchesTheCpuAndIsItsAdjoint)
     expect_close(g_u.to_host(), u, 2e-5, "Aᵀ(A d)");
     expect_close(g_u2.to_host(), u, 2e-5, "Aᵀ(A d) without q");
     expect_close(g_r.to_host(), r, 5e-6, "r = A x - b");
-    // The order the rays kernel's blocks are handed out in (the model's
-    // table, longest first) changes no sum: the same bits in centre-out order.
-    auto unordered = std::get<kernels::Parallel2dView>(gpu_view);
+    // The rays' constants from the model's table or made by each thread, and
+    // the order the blocks are handed out in (the table's, longest first, or
+    // centre-out), change no bit of A x.
+    auto untabled = std::get<kernels::Parallel2dView>(gpu_view);
+    ASSERT_NE(untabled.rays, nullptr);
+    untabled.rays = nullptr;
+    auto g_ax_untabled = poisoned(ax.size());
+    kernels::apply(gpu(), kernels::SystemView{untabled}, batch, cview(dx), g_ax_untabled.view());
+    EXPECT_EQ(g_ax_untabled.to_host(), g_ax.to_host()) << "A x without the rays' table";
+    auto unordered = untabled;
     ASSERT_NE(unordered.rays_order, nullptr);
     unordered.rays_order = nullptr;
     auto g_ax_unordered = poisoned(ax.size());

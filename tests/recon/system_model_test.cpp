@@ -98,6 +98,51 @@ TEST(Parallel2d, RaysOrderTakesEveryBlockOnceLongestFirst)
     }
 }
 
+/// The rays kernel's table of rays (kernels/parallel2d_rays.hpp): block by
+/// block in the order's sequence, every ray once at its own lane, and every
+/// major step at which rows.hpp gives a ray an entry inside its span.
+TEST(Parallel2d, RaysSetupHasEveryRayOnceInLaunchOrder)
+{
+    std::vector<double> angles;
+    for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.3);
+    const Parallel2d model{48, 40, 57, angles, 0.5};
+    const auto v = std::get<kernels::Parallel2dView>(model.view(Executor::cpu()));
+    EXPECT_EQ(v.rays, nullptr);  // host views carry no table
+    const auto order = kernels::rays_order(v);
+    const auto rays = kernels::rays_setup(v, order);
+    constexpr int lanes = kernels::ray_views * kernels::ray_bins;
+    ASSERT_EQ(rays.size(), order.size() * lanes);
+    const index_t m = model.rows();
+    std::vector<int> seen(static_cast<std::size_t>(m), 0);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const kernels::RaysItem at = kernels::rays_item(v, order[i]);
+        for (int lane = 0; lane < lanes; ++lane) {
+            const kernels::RaySetup& r = rays[i * lanes + lane];
+            const index_t view = at.view_group * kernels::ray_views + lane / kernels::ray_bins;
+            const index_t bin = at.bin_group * kernels::ray_bins + lane % kernels::ray_bins;
+            if (view >= v.views || bin >= v.bins) {
+                EXPECT_EQ(r.row, -1) << "block " << i << ", lane " << lane;
+                continue;
+            }
+            ASSERT_EQ(r.row, view * v.bins + bin) << "block " << i << ", lane " << lane;
+            ++seen[static_cast<std::size_t>(r.row)];
+            const auto g = kernels::view_geometry(v, view);
+            EXPECT_EQ(r.columns, g.step_y ? 0 : 1);
+            EXPECT_EQ(r.line_stride, g.n_minor + 3);
+            EXPECT_LE(0, r.begin);
+            EXPECT_LE(r.begin, r.end);
+            EXPECT_LE(r.end, g.n_major);
+            kernels::for_each_entry(v, r.row, [&](index_t col, float) {
+                const index_t k = g.step_y ? col / v.nx : col % v.nx;
+                EXPECT_TRUE(k >= r.begin && k < r.end)
+                    << "row " << r.row << ": an entry at step " << k << " outside [" << r.begin
+                    << ", " << r.end << ")";
+            });
+        }
+    }
+    for (index_t row = 0; row < m; ++row) EXPECT_EQ(seen[row], 1) << "row " << row;
+}
+
 TEST(Synthetic, AdjointIdentityAndFractionalRowLength)
 {
     expect_adjoint_identity(Synthetic{5000, 300, 28125, 7});

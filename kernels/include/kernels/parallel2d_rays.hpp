@@ -76,6 +76,74 @@ RECON_HD RaysItem rays_block(const Parallel2dView& v, index_t block)
     return {view_group, bin_group};
 }
 
+/// Whether x is neither infinite nor NaN (host and device alike).
+RECON_HD bool finite_float(float x) { return fabsf(x) < INFINITY; }
+
+/// The major steps [begin, end) of a ray whose crossings can give a pixel a
+/// weight: every k with p in (−1, n_minor) is inside, and every k inside has
+/// p in (−2, n_minor + 1), so the pair entry floor(p) + 2 exists. Takes
+/// 1 / slope, which the staged-lines kernel computes once per view.
+struct RaySpan {
+    index_t begin = 0, end = 0;
+};
+
+RECON_HD RaySpan ray_span(float base, float slope, float inv_slope, index_t n_major,
+                          index_t n_minor)
+{
+    RaySpan span;
+    if (!(finite_float(base) && finite_float(slope))) return span;  // rows.hpp: no entries
+    const float minor = static_cast<float>(n_minor);
+    if (fabsf(slope) * static_cast<float>(n_major) < 0.25f) {
+        // p moves by less than 0.25 along the ray: all steps or none.
+        if (base > -1.25f && base < minor + 0.25f) span.end = n_major;
+        return span;
+    }
+    // Margins of 0.5 in p; the float errors here (the product with the
+    // rounded 1 / slope included) are ~1e-4 at most.
+    const float ka = (-1.5f - base) * inv_slope;
+    const float kb = (minor + 0.5f - base) * inv_slope;
+    const float last = static_cast<float>(n_major);
+    span.begin = static_cast<index_t>(fminf(fmaxf(ceilf(fminf(ka, kb)), 0.0f), last));
+    span.end = static_cast<index_t>(fminf(fmaxf(floorf(fmaxf(ka, kb)) + 1.0f, 0.0f), last));
+    if (span.end < span.begin) span.end = span.begin;
+    return span;
+}
+
+/// What a ray of the rays kernel needs before its first step: its crossing
+/// at k = 0 and its view's slope and scale (rows.hpp), the steps that can
+/// give a weight (ray_span), where its row of y is, and which pair image it
+/// reads. The system makes them once, for every block's lanes in the order
+/// the blocks are handed out (rays_setup), so that a thread loads them (two
+/// 16-byte loads) instead of finding its item, loading its view's angle and
+/// dividing twice (~190 instructions a warp, behind two dependent loads).
+struct alignas(16) RaySetup {
+    float base = 0.0f, slope = 0.0f, scale = 0.0f;
+    std::int32_t row = -1;          // view * bins + bin; −1: the lane has no ray
+    std::int32_t begin = 0, end = 0;  // ray_span's major steps
+    std::int32_t line_stride = 0;   // n_minor + 3: entries per line of its pair image
+    std::int32_t columns = 0;       // 1 where it steps along x (the columns' pair image)
+};
+
+/// The ray of lane `lane` of a block that takes item `at`.
+RECON_HD RaySetup ray_setup(const Parallel2dView& v, RaysItem at, int lane)
+{
+    RaySetup r;
+    const index_t view = at.view_group * ray_views + lane / ray_bins;
+    const index_t bin = at.bin_group * ray_bins + lane % ray_bins;
+    if (view >= v.views || bin >= v.bins) return r;
+    const ViewGeometry g = view_geometry(v, view);
+    r.base = ray_base(v, g.inv, g.slope_c_major, g.c_minor, bin);
+    r.slope = g.slope;
+    r.scale = g.scale;
+    r.row = static_cast<std::int32_t>(view * v.bins + bin);
+    const RaySpan span = ray_span(r.base, g.slope, 1.0f / g.slope, g.n_major, g.n_minor);
+    r.begin = static_cast<std::int32_t>(span.begin);
+    r.end = static_cast<std::int32_t>(span.end);
+    r.line_stride = static_cast<std::int32_t>(g.n_minor + 3);
+    r.columns = g.step_y ? 0 : 1;
+    return r;
+}
+
 /// About how many major steps of the ray of (view, bin) give a pixel a
 /// weight (the k whose crossing lies in (−1, n_minor)); for ordering blocks
 /// only, so the crossings in double from rows.hpp's base.
@@ -123,6 +191,21 @@ inline std::vector<std::int32_t> rays_order(const Parallel2dView& v)
     std::stable_sort(order.begin(), order.end(),
                      [&](std::int32_t a, std::int32_t b) { return steps[a] > steps[b]; });
     return order;
+}
+
+/// Every block's rays, block by block in the order `order` hands the
+/// blocks out (entry ray_views * ray_bins * i + lane: lane of block i).
+/// `v` with host pointers.
+inline std::vector<RaySetup> rays_setup(const Parallel2dView& v,
+                                        const std::vector<std::int32_t>& order)
+{
+    constexpr int lanes = ray_views * ray_bins;
+    std::vector<RaySetup> rays(order.size() * lanes);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const RaysItem at = rays_item(v, order[i]);
+        for (int lane = 0; lane < lanes; ++lane) rays[i * lanes + lane] = ray_setup(v, at, lane);
+    }
+    return rays;
 }
 
 }  // namespace recon::kernels

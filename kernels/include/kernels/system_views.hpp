@@ -38,6 +38,8 @@ struct SlicedEllView {
     const float* values = nullptr;            // slice_offset[num_slices]
 };
 
+struct RaySetup;  // parallel2d_rays.hpp
+
 /// 2D parallel-beam CT, rows generated on the fly (Joseph's method).
 /// Image [ny][nx] of unit pixels centred on the rotation axis; sinogram
 /// [views][bins], bins of unit width; row index = view * bins + bin.
@@ -53,6 +55,9 @@ struct Parallel2dView {
     /// The GPU rays kernel's blocks' items in the order to hand them out
     /// (parallel2d_rays.hpp), or null: its centre-out order.
     const std::int32_t* rays_order = nullptr;
+    /// Those blocks' rays, made once (parallel2d_rays.hpp's RaySetup, in
+    /// rays_order's order), or null: each thread makes its own.
+    const RaySetup* rays = nullptr;
 };
 
 /// Reproducible random sparse matrix: row i is a pure function of

@@ -13,6 +13,7 @@
 
 #include "kernels/executor.hpp"
 #include "kernels/memory.hpp"
+#include "kernels/parallel2d_rays.hpp"
 #include "kernels/system_views.hpp"
 #include "recon/csr_matrix.hpp"
 
@@ -82,14 +83,16 @@ public:
 
 private:
     /// What a device's view points to: the angles, and the order of the
-    /// rays kernel's blocks (kernels/parallel2d_rays.hpp).
+    /// rays kernel's blocks and their rays (kernels/parallel2d_rays.hpp).
     struct DeviceArrays {
         kernels::Array<float> cos_angle;
         kernels::Array<float> sin_angle;
         kernels::Array<std::int32_t> rays_order;
+        kernels::Array<kernels::RaySetup> rays;
     };
     kernels::Parallel2dView make_view(const float* cos_angle, const float* sin_angle,
-                                      const std::int32_t* rays_order = nullptr) const;
+                                      const std::int32_t* rays_order = nullptr,
+                                      const kernels::RaySetup* rays = nullptr) const;
 
     index_t nx_, ny_, bins_;
     std::vector<double> angles_deg_;
