@@ -104,6 +104,7 @@
 #include "cooperative_step.cuh"
 #include "frame_reduce.cuh"
 #include "grid_barrier.cuh"
+#include "kernels/parallel2d_adjoint.hpp"
 #include "kernels/parallel2d_rays.hpp"
 #include "kernels/rows.hpp"
 #include "launch.cuh"
@@ -112,32 +113,7 @@ namespace recon::kernels::cuda::p2 {
 
 namespace cg = cooperative_groups;
 
-// --- float operations beyond rows.hpp's mul_rn, add_rn and sub_rn ---------------
-
-RECON_HD float fma_rn(float a, float b, float c)
-{
-#ifdef __CUDA_ARCH__
-    return __fmaf_rn(a, b, c);
-#else
-    return fmaf(a, b, c);
-#endif
-}
-
-RECON_HD int float_bits(float f)
-{
-#ifdef __CUDA_ARCH__
-    return __float_as_int(f);
-#else
-    int i;
-    std::memcpy(&i, &f, sizeof i);
-    return i;
-#endif
-}
-
-/// 1.5 * 2^23: for |v| < 2^22, v + magic is v rounded to an integer (ties to
-/// even), and its bits minus magic's bits are that integer. Cheaper than
-/// floorf + a conversion, which issue at 1/8 of the FP32 rate.
-constexpr float magic = 12582912.0f;
+// --- float operations beyond rows.hpp's --------------------------------------------
 
 /// The forward weight of minor pixel j for a crossing at p: 1 − |p − j| for
 /// j = floor(p) (bit for bit 1 − frac) and for j = floor(p) + 1 (frac; bit
@@ -730,9 +706,8 @@ __global__ void __launch_bounds__(1024)
 
 // --- Aᵀ y --------------------------------------------------------------------------
 
-constexpr int adjoint_tile = 16;    // pixels per tile side
+// adjoint_tile, adjoint_window, AdjointView and adjoint_view: parallel2d_adjoint.hpp
 constexpr int adjoint_group_threads = 64;  // a view group's: a 2 x 2 pixel quad each
-constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 needed)
 
 /// View groups per block (64 threads each, a 2 x 2 pixel quad per thread)
 /// and views staged at once. A 256 x 256 image is 256 tiles, two per SM:
@@ -822,64 +797,9 @@ constexpr std::size_t adjoint_table_bytes()
     return ((table > sums ? table : sums) + 15) / 16 * 16;
 }
 
-/// Per-view constants of the adjoint for one tile. The first eight words
-/// are read per (thread, view); the rest only while staging.
-struct alignas(16) AdjointView {
-    float slope, cv, ku, u0;  // u(k, j) = j * cv + (k * ku + u0) ≈ (bin where p = j) − 1/2
-    int kbias;                // table index = bits(u + magic) − kbias
-    int step_y, valid, first_bin;
-    float inv, slope_c_major, c_minor, scale;
-};
-
-/// The straddling bin pair of (k, j) is r, r + 1 with r = the value of
-/// bits(candidate_sum(...)) − bits(magic); the same operations for the
-/// tile's corners and for each pixel, so each pixel's r lies between the
-/// corners' (every step is monotone in k and j).
-RECON_HD float candidate_sum(float slope_u, float cv, float u0, float kf, float jf)
-{
-    return add_rn(fma_rn(jf, cv, fma_rn(kf, slope_u, u0)), magic);
-}
-
 template <int BT, bool Mirrored = false>
 constexpr std::size_t adjoint_shared_bytes =
     adjoint_table_bytes<BT, Mirrored>() + sizeof(AdjointView) * adjoint_chunk<BT>;
-
-/// The view's constants for the tile with corner (tx0, ty0).
-RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t tx0, index_t ty0)
-{
-    const ViewGeometry g = view_geometry(v, view);
-    AdjointView a;
-    a.slope = g.slope;
-    a.cv = 1.0f / g.inv;
-    a.ku = -g.slope * a.cv;
-    a.u0 = (g.slope_c_major - g.c_minor) * a.cv + 0.5f * static_cast<float>(v.bins - 1) +
-           v.center_offset - 0.5f;
-    a.step_y = g.step_y ? 1 : 0;
-    a.inv = g.inv;
-    a.slope_c_major = g.slope_c_major;
-    a.c_minor = g.c_minor;
-    a.scale = g.scale;
-    const float k_lo = static_cast<float>(g.step_y ? ty0 : tx0);
-    const float j_lo = static_cast<float>(g.step_y ? tx0 : ty0);
-    const float last = static_cast<float>(adjoint_tile - 1);
-    int r_min = 0, r_max = 0;
-    bool finite = isfinite(a.cv) && isfinite(a.ku) && isfinite(a.u0) && isfinite(g.slope) &&
-                  isfinite(g.inv) && isfinite(g.slope_c_major);
-    for (int corner = 0; corner < 4; ++corner) {
-        const float kf = k_lo + ((corner & 1) != 0 ? last : 0.0f);
-        const float jf = j_lo + ((corner & 2) != 0 ? last : 0.0f);
-        const float sum = candidate_sum(a.ku, a.cv, a.u0, kf, jf);
-        // The trick needs |u| < 2^22: bins far beyond any detector.
-        finite = finite && fabsf(sum - magic) < 4194304.0f;
-        const int r = float_bits(sum) - float_bits(magic);
-        r_min = corner == 0 ? r : (r < r_min ? r : r_min);
-        r_max = corner == 0 ? r : (r > r_max ? r : r_max);
-    }
-    a.valid = finite && r_max - r_min <= adjoint_window - 2 ? 1 : 0;
-    a.first_bin = a.valid != 0 ? r_min : 0;
-    a.kbias = float_bits(magic) + a.first_bin;
-    return a;
-}
 
 /// Adds one view's weights times the staged y to the thread's 2 x 2 pixels
 /// (acc[kk][jj]: major offset kk, minor offset jj) and, Mirrored, the same
@@ -1099,7 +1019,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
     for (index_t chunk = 0; chunk < v.views; chunk += chunk_views) {
         const int count = static_cast<int>(min(static_cast<index_t>(chunk_views), v.views - chunk));
         __syncthreads();  // the previous chunk's table is no longer read
-        if (t < count) views[t] = adjoint_view(v, chunk + t, tx0, ty0);
+        if (t < count) {
+            views[t] = v.adjoint_views != nullptr
+                           ? v.adjoint_views[adjoint_views_entry(v, chunk + t, tx0, ty0)]
+                           : adjoint_view(v, chunk + t, tx0, ty0);
+        }
         __syncthreads();
         // A fixed number of entries per thread, unrolled, so that each
         // thread's loads of y are in flight together (ncu, H100: the wait

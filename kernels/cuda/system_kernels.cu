@@ -285,7 +285,7 @@ void scatter_rows(const Executor& exec, const System& sys, int batch, const floa
 /// images' tiles are the same) and per frame (z).
 dim3 image_tiles(const Parallel2dView& sys, int frames = 1)
 {
-    static_assert(p2::adjoint_tile == p2::pair_tile);
+    static_assert(adjoint_tile == p2::pair_tile);
     return {static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
             static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
             static_cast<unsigned>(frames)};

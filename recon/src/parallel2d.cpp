@@ -4,6 +4,7 @@
 #include <numbers>
 #include <stdexcept>
 
+#include "kernels/parallel2d_adjoint.hpp"
 #include "kernels/parallel2d_rays.hpp"
 #include "recon/system_model.hpp"
 
@@ -45,7 +46,8 @@ std::map<std::string, std::string> Parallel2d::parameters() const
 
 kernels::Parallel2dView Parallel2d::make_view(const float* cos_angle, const float* sin_angle,
                                               const std::int32_t* rays_order,
-                                              const kernels::RaySetup* rays) const
+                                              const kernels::RaySetup* rays,
+                                              const kernels::AdjointView* adjoint_views) const
 {
     kernels::Parallel2dView v;
     v.nx = nx_;
@@ -57,6 +59,7 @@ kernels::Parallel2dView Parallel2d::make_view(const float* cos_angle, const floa
     v.sin_angle = sin_angle;
     v.rays_order = rays_order;
     v.rays = rays;
+    v.adjoint_views = adjoint_views;
     return v;
 }
 
@@ -70,13 +73,14 @@ kernels::SystemView Parallel2d::view(const Executor& exec) const
         const auto order = kernels::rays_order(host);
         DeviceArrays arrays{kernels::Array<float>{exec, cos_}, kernels::Array<float>{exec, sin_},
                             kernels::Array<std::int32_t>{exec, order},
-                            kernels::Array<kernels::RaySetup>{exec, kernels::rays_setup(host, order)}};
+                            kernels::Array<kernels::RaySetup>{exec, kernels::rays_setup(host, order)},
+                            kernels::Array<kernels::AdjointView>{exec, kernels::adjoint_views_table(host)}};
         exec.synchronize();
         it = device_.emplace(exec.device(), std::move(arrays)).first;
     }
     const DeviceArrays& arrays = it->second;
     return make_view(arrays.cos_angle.data(), arrays.sin_angle.data(), arrays.rays_order.data(),
-                     arrays.rays.data());
+                     arrays.rays.data(), arrays.adjoint_views.data());
 }
 
 }  // namespace recon

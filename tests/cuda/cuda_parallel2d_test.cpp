@@ -170,6 +170,15 @@ TEST_P(Parallel2dGpu, MatchesTheCpuAndIsItsAdjoint)
     auto g_ax_unordered = poisoned(ax.size());
     kernels::apply(gpu(), kernels::SystemView{unordered}, batch, cview(dx), g_ax_unordered.view());
     EXPECT_EQ(g_ax_unordered.to_host(), g_ax.to_host()) << "A x without the order's table";
+    // The adjoint's constants from the model's table (made on the host) or
+    // made by each block: the same bits of Aᵀ y.
+    auto viewless = std::get<kernels::Parallel2dView>(gpu_view);
+    ASSERT_NE(viewless.adjoint_views, nullptr);
+    viewless.adjoint_views = nullptr;
+    auto g_aty_viewless = poisoned(aty.size());
+    kernels::apply_adjoint(gpu(), kernels::SystemView{viewless}, batch, cview(dy),
+                           g_aty_viewless.view());
+    EXPECT_EQ(g_aty_viewless.to_host(), g_aty.to_host()) << "Aᵀ y without the adjoint's table";
     // The fused product is the two products, bit for bit: A d as apply makes
     // it (one frame without q: as the rays' parts, added in the same order).
     auto g_atax = poisoned(u.size());

@@ -143,6 +143,43 @@ TEST(Parallel2d, RaysSetupHasEveryRayOnceInLaunchOrder)
     for (index_t row = 0; row < m; ++row) EXPECT_EQ(seen[row], 1) << "row " << row;
 }
 
+/// The adjoint's table (kernels/parallel2d_adjoint.hpp): a tile's constants
+/// for each view where the kernels look for them, the last, cut tiles
+/// included, and no table where it would be too large.
+TEST(Parallel2d, AdjointViewsTableHoldsEveryTileAndView)
+{
+    std::vector<double> angles;
+    for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.3);
+    const Parallel2d model{48, 40, 57, angles, 0.5};
+    const auto v = std::get<kernels::Parallel2dView>(model.view(Executor::cpu()));
+    EXPECT_EQ(v.adjoint_views, nullptr);  // host views carry no table
+    const auto table = kernels::adjoint_views_table(v);
+    ASSERT_EQ(table.size(), std::size_t{3} * 3 * 45);  // 48 / 16 x ceil(40 / 16) tiles
+    std::set<kernels::size_type> places;
+    for (index_t ty0 = 0; ty0 < v.ny; ty0 += kernels::adjoint_tile) {
+        for (index_t tx0 = 0; tx0 < v.nx; tx0 += kernels::adjoint_tile) {
+            for (index_t view = 0; view < v.views; ++view) {
+                const auto at = kernels::adjoint_views_entry(v, view, tx0, ty0);
+                ASSERT_LT(at, table.size());
+                places.insert(at);
+                const kernels::AdjointView want = kernels::adjoint_view(v, view, tx0, ty0);
+                const kernels::AdjointView& got = table[at];
+                EXPECT_EQ(got.first_bin, want.first_bin);
+                EXPECT_EQ(got.valid, want.valid);
+                EXPECT_EQ(got.u0, want.u0);
+                EXPECT_EQ(got.step_y, want.step_y);
+                EXPECT_EQ(got.valid, 1) << "view " << view << ", tile " << tx0 << ", " << ty0;
+            }
+        }
+    }
+    EXPECT_EQ(places.size(), table.size());
+
+    kernels::Parallel2dView huge = v;
+    huge.nx = huge.ny = 8192;
+    huge.views = 720;
+    EXPECT_TRUE(kernels::adjoint_views_table(huge).empty());
+}
+
 TEST(Synthetic, AdjointIdentityAndFractionalRowLength)
 {
     expect_adjoint_identity(Synthetic{5000, 300, 28125, 7});

@@ -76,9 +76,6 @@ RECON_HD RaysItem rays_block(const Parallel2dView& v, index_t block)
     return {view_group, bin_group};
 }
 
-/// Whether x is neither infinite nor NaN (host and device alike).
-RECON_HD bool finite_float(float x) { return fabsf(x) < INFINITY; }
-
 /// The major steps [begin, end) of a ray whose crossings can give a pixel a
 /// weight: every k with p in (−1, n_minor) is inside, and every k inside has
 /// p in (−2, n_minor + 1), so the pair entry floor(p) + 2 exists. Takes

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/common.hpp"
 #include "kernels/system_views.hpp"
@@ -50,6 +51,34 @@ RECON_HD float sub_rn(float a, float b)
     return a - b;
 #endif
 }
+
+RECON_HD float fma_rn(float a, float b, float c)
+{
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+
+RECON_HD int float_bits(float f)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_int(f);
+#else
+    int i;
+    std::memcpy(&i, &f, sizeof i);
+    return i;
+#endif
+}
+
+/// Whether x is neither infinite nor NaN (host and device alike).
+RECON_HD bool finite_float(float x) { return fabsf(x) < INFINITY; }
+
+/// 1.5 * 2^23: for |v| < 2^22, v + magic is v rounded to an integer (ties to
+/// even), and its bits minus magic's bits are that integer. Cheaper than
+/// floorf + a conversion, which issue at 1/8 of the FP32 rate.
+constexpr float magic = 12582912.0f;
 
 /// Counter-based 64-bit hash (splitmix64 finalizer over a mixed counter):
 /// a pure function of its arguments, identical on host and device.

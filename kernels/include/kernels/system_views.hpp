@@ -38,7 +38,8 @@ struct SlicedEllView {
     const float* values = nullptr;            // slice_offset[num_slices]
 };
 
-struct RaySetup;  // parallel2d_rays.hpp
+struct RaySetup;     // parallel2d_rays.hpp
+struct AdjointView;  // parallel2d_adjoint.hpp
 
 /// 2D parallel-beam CT, rows generated on the fly (Joseph's method).
 /// Image [ny][nx] of unit pixels centred on the rotation axis; sinogram
@@ -58,6 +59,9 @@ struct Parallel2dView {
     /// Those blocks' rays, made once (parallel2d_rays.hpp's RaySetup, in
     /// rays_order's order), or null: each thread makes its own.
     const RaySetup* rays = nullptr;
+    /// The adjoint's constants of every (tile, view) (parallel2d_adjoint.hpp),
+    /// or null: each block makes its own.
+    const AdjointView* adjoint_views = nullptr;
 };
 
 /// Reproducible random sparse matrix: row i is a pure function of

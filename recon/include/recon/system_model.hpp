@@ -13,6 +13,7 @@
 
 #include "kernels/executor.hpp"
 #include "kernels/memory.hpp"
+#include "kernels/parallel2d_adjoint.hpp"
 #include "kernels/parallel2d_rays.hpp"
 #include "kernels/system_views.hpp"
 #include "recon/csr_matrix.hpp"
@@ -82,17 +83,21 @@ public:
     index_t views() const { return static_cast<index_t>(angles_deg_.size()); }
 
 private:
-    /// What a device's view points to: the angles, and the order of the
-    /// rays kernel's blocks and their rays (kernels/parallel2d_rays.hpp).
+    /// What a device's view points to: the angles, the order of the rays
+    /// kernel's blocks and their rays (kernels/parallel2d_rays.hpp), and the
+    /// adjoint's constants per tile and view (kernels/parallel2d_adjoint.hpp;
+    /// empty for very large systems).
     struct DeviceArrays {
         kernels::Array<float> cos_angle;
         kernels::Array<float> sin_angle;
         kernels::Array<std::int32_t> rays_order;
         kernels::Array<kernels::RaySetup> rays;
+        kernels::Array<kernels::AdjointView> adjoint_views;
     };
     kernels::Parallel2dView make_view(const float* cos_angle, const float* sin_angle,
                                       const std::int32_t* rays_order = nullptr,
-                                      const kernels::RaySetup* rays = nullptr) const;
+                                      const kernels::RaySetup* rays = nullptr,
+                                      const kernels::AdjointView* adjoint_views = nullptr) const;
 
     index_t nx_, ny_, bins_;
     std::vector<double> angles_deg_;
