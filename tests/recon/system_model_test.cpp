@@ -59,16 +59,27 @@ TEST(Parallel2d, AdjointIdentityOnSquareAndRectangularGrids)
     expect_adjoint_identity(Parallel2d{16, 48, 40, {0.0, 45.0, 90.0, 135.0, 200.0, 333.3}, -2.5}, 3);
 }
 
+/// A parallel-beam system whose sizes are no multiple of the GPU kernels'
+/// blocks and tiles (48 x 40 pixels, 57 bins, 45 views 4 degrees apart):
+/// the host tests of the tables the model makes for them.
+Parallel2d odd_sized_parallel2d()
+{
+    std::vector<double> angles;
+    for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.3);
+    return Parallel2d{48, 40, 57, angles, 0.5};
+}
+
 /// The GPU rays kernel's order of blocks (kernels/parallel2d_rays.hpp):
 /// every item once, the most steps first; and its estimate of a ray's steps
 /// against the steps at which rows.hpp gives the ray an entry.
 TEST(Parallel2d, RaysOrderTakesEveryBlockOnceLongestFirst)
 {
-    std::vector<double> angles;
-    for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.3);
-    const Parallel2d model{48, 40, 57, angles, 0.5};
+    const Parallel2d model = odd_sized_parallel2d();
     const auto v = std::get<kernels::Parallel2dView>(model.view(Executor::cpu()));
-    EXPECT_EQ(v.rays_order, nullptr);  // host views carry no table
+    // host views carry none of the GPU kernels' tables
+    EXPECT_EQ(v.rays_order, nullptr);
+    EXPECT_EQ(v.rays, nullptr);
+    EXPECT_EQ(v.adjoint_views, nullptr);
     const auto order = kernels::rays_order(v);
     const index_t items = kernels::ray_blocks(v);
     ASSERT_EQ(static_cast<index_t>(order.size()), items);
@@ -103,11 +114,8 @@ TEST(Parallel2d, RaysOrderTakesEveryBlockOnceLongestFirst)
 /// major step at which rows.hpp gives a ray an entry inside its span.
 TEST(Parallel2d, RaysSetupHasEveryRayOnceInLaunchOrder)
 {
-    std::vector<double> angles;
-    for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.3);
-    const Parallel2d model{48, 40, 57, angles, 0.5};
+    const Parallel2d model = odd_sized_parallel2d();
     const auto v = std::get<kernels::Parallel2dView>(model.view(Executor::cpu()));
-    EXPECT_EQ(v.rays, nullptr);  // host views carry no table
     const auto order = kernels::rays_order(v);
     const auto rays = kernels::rays_setup(v, order);
     constexpr int lanes = kernels::ray_views * kernels::ray_bins;
@@ -148,11 +156,8 @@ TEST(Parallel2d, RaysSetupHasEveryRayOnceInLaunchOrder)
 /// included, and no table where it would be too large.
 TEST(Parallel2d, AdjointViewsTableHoldsEveryTileAndView)
 {
-    std::vector<double> angles;
-    for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.3);
-    const Parallel2d model{48, 40, 57, angles, 0.5};
+    const Parallel2d model = odd_sized_parallel2d();
     const auto v = std::get<kernels::Parallel2dView>(model.view(Executor::cpu()));
-    EXPECT_EQ(v.adjoint_views, nullptr);  // host views carry no table
     const auto table = kernels::adjoint_views_table(v);
     ASSERT_EQ(table.size(), std::size_t{3} * 3 * 45);  // 48 / 16 x ceil(40 / 16) tiles
     std::set<kernels::size_type> places;
