@@ -97,7 +97,6 @@
 
 #include <cooperative_groups.h>
 
-#include <cstring>
 #include <type_traits>
 
 #include "cgnr_ops.cuh"
@@ -113,7 +112,7 @@ namespace recon::kernels::cuda::p2 {
 
 namespace cg = cooperative_groups;
 
-// --- float operations beyond rows.hpp's --------------------------------------------
+// --- the kernels' own float and pointer helpers (rows.hpp has the shared ones) -----
 
 /// The forward weight of minor pixel j for a crossing at p: 1 − |p − j| for
 /// j = floor(p) (bit for bit 1 − frac) and for j = floor(p) + 1 (frac; bit
@@ -425,8 +424,9 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
     __shared__ Acc partial[ray_segments][BT][32];
     const int lane = threadIdx.x % 32;
     const int segment = threadIdx.x / 32;
-    const RaySetup ray = v.rays != nullptr ? v.rays[static_cast<size_type>(blockIdx.x) * 32 + lane]
-                                           : ray_setup(v, rays_block(v, blockIdx.x), lane);
+    const RaySetup ray = v.rays != nullptr
+                             ? v.rays[static_cast<size_type>(blockIdx.x) * 32 + lane]
+                             : ray_setup(v, rays_block(v, blockIdx.x), lane);
     const bool active = ray.row >= 0;
     Acc acc[BT];
 #pragma unroll
@@ -437,11 +437,11 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
         const index_t k1 = min(k0 + per, static_cast<index_t>(ray.end));
         const index_t stride = ray.line_stride;
         const size_type frame = pair_frame_size(v);
+        const size_type axis = ray.columns != 0 ? static_cast<size_type>(v.ny) * (v.nx + 3) : 0;
         const float2* image[BT];
 #pragma unroll
         for (int b = 0; b < BT; ++b) {
-            image[b] = opaque_pointer(pairs + static_cast<size_type>(b) * frame +
-                                      (ray.columns != 0 ? static_cast<size_type>(v.ny) * (v.nx + 3) : 0));
+            image[b] = opaque_pointer(pairs + static_cast<size_type>(b) * frame + axis);
         }
         index_t offset = k0 * stride + 2 - float_bits(magic);
         float kf = static_cast<float>(k0);

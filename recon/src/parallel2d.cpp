@@ -71,10 +71,12 @@ kernels::SystemView Parallel2d::view(const Executor& exec) const
     if (it == device_.end()) {
         const kernels::Parallel2dView host = make_view(cos_.data(), sin_.data());
         const auto order = kernels::rays_order(host);
+        const auto rays = kernels::rays_setup(host, order);
+        const auto adjoint_views = kernels::adjoint_views_table(host);
         DeviceArrays arrays{kernels::Array<float>{exec, cos_}, kernels::Array<float>{exec, sin_},
                             kernels::Array<std::int32_t>{exec, order},
-                            kernels::Array<kernels::RaySetup>{exec, kernels::rays_setup(host, order)},
-                            kernels::Array<kernels::AdjointView>{exec, kernels::adjoint_views_table(host)}};
+                            kernels::Array<kernels::RaySetup>{exec, rays},
+                            kernels::Array<kernels::AdjointView>{exec, adjoint_views}};
         exec.synchronize();
         it = device_.emplace(exec.device(), std::move(arrays)).first;
     }

@@ -149,6 +149,11 @@ TEST(Parallel2d, RaysSetupHasEveryRayOnceInLaunchOrder)
         }
     }
     for (index_t row = 0; row < m; ++row) EXPECT_EQ(seen[row], 1) << "row " << row;
+
+    // No table where it would be too large: blocks beyond 64 MB of rays.
+    const std::size_t too_many =
+        kernels::rays_setup_max_bytes / (lanes * sizeof(kernels::RaySetup)) + 1;
+    EXPECT_TRUE(kernels::rays_setup(v, std::vector<std::int32_t>(too_many, 0)).empty());
 }
 
 /// The adjoint's table (kernels/parallel2d_adjoint.hpp): a tile's constants

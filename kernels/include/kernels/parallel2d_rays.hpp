@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -190,13 +191,18 @@ inline std::vector<std::int32_t> rays_order(const Parallel2dView& v)
     return order;
 }
 
+/// Largest table of rays a system makes (above it each thread makes its
+/// ray's constants): 32 bytes a ray, ct_256's 46,080 rays 1.5 MB.
+constexpr std::size_t rays_setup_max_bytes = std::size_t{64} << 20;
+
 /// Every block's rays, block by block in the order `order` hands the
-/// blocks out (entry ray_views * ray_bins * i + lane: lane of block i).
-/// `v` with host pointers.
+/// blocks out (entry ray_views * ray_bins * i + lane: lane of block i), or
+/// nothing where they exceed rays_setup_max_bytes. `v` with host pointers.
 inline std::vector<RaySetup> rays_setup(const Parallel2dView& v,
                                         const std::vector<std::int32_t>& order)
 {
     constexpr int lanes = ray_views * ray_bins;
+    if (order.size() * lanes * sizeof(RaySetup) > rays_setup_max_bytes) return {};
     std::vector<RaySetup> rays(order.size() * lanes);
     for (std::size_t i = 0; i < order.size(); ++i) {
         const RaysItem at = rays_item(v, order[i]);
