@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
     const int lane = threadIdx.x % 32;
     const int segment = threadIdx.x / 32;
     const RaySetup ray = v.rays != nullptr
-                             ? v.rays[static_cast<size_type>(blockIdx.x) * 32 + lane]
+                             ? v.rays[ray_setup_entry(static_cast<index_t>(blockIdx.x), lane)]
                              : ray_setup(v, rays_block(v, blockIdx.x), lane);
     const bool active = ray.row >= 0;
     Acc acc[BT];

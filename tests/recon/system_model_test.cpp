@@ -152,7 +152,7 @@ TEST(Parallel2d, RaysSetupHasEveryRayOnceInLaunchOrder)
 
     // No table where it would be too large: blocks beyond 64 MB of rays.
     const std::size_t too_many =
-        kernels::rays_setup_max_bytes / (lanes * sizeof(kernels::RaySetup)) + 1;
+        kernels::parallel2d_table_max_bytes / (lanes * sizeof(kernels::RaySetup)) + 1;
     EXPECT_TRUE(kernels::rays_setup(v, std::vector<std::int32_t>(too_many, 0)).empty());
 }
 

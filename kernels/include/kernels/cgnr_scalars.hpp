@@ -9,15 +9,6 @@
 
 namespace recon::kernels {
 
-RECON_HD bool is_finite(double v)
-{
-#if defined(__CUDA_ARCH__)
-    return isfinite(v);
-#else
-    return std::isfinite(v);
-#endif
-}
-
 /// After g0: gg = ‖g0‖², and gg0 = ‖Aᵀb‖² (the gradient's norm at x = 0),
 /// the reference of the relative tolerance — not ‖g0‖, which a warm start
 /// makes small, so that a warm-started frame would have to shrink an

@@ -1,6 +1,7 @@
 #pragma once
 // Basic types and the host/device qualifier shared by both backends.
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -26,6 +27,17 @@ struct View {
     RECON_HD T& operator[](size_type i) const { return data[i]; }
     RECON_HD bool empty() const { return size == 0; }
 };
+
+/// Whether v is neither infinite nor NaN, on the host and the device alike.
+template <class T>
+RECON_HD bool is_finite(T v)
+{
+#if defined(__CUDA_ARCH__)
+    return isfinite(v);
+#else
+    return std::isfinite(v);
+#endif
+}
 
 }  // namespace recon::kernels
 

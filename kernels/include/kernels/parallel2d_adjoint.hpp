@@ -63,8 +63,8 @@ RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t
     const float j_lo = static_cast<float>(g.step_y ? tx0 : ty0);
     const float last = static_cast<float>(adjoint_tile - 1);
     int r_min = 0, r_max = 0;
-    bool finite = finite_float(a.cv) && finite_float(a.ku) && finite_float(a.u0) &&
-                  finite_float(g.slope) && finite_float(g.inv) && finite_float(g.slope_c_major);
+    bool finite = is_finite(a.cv) && is_finite(a.ku) && is_finite(a.u0) && is_finite(g.slope) &&
+                  is_finite(g.inv) && is_finite(g.slope_c_major);
     for (int corner = 0; corner < 4; ++corner) {
         const float kf = k_lo + ((corner & 1) != 0 ? last : 0.0f);
         const float jf = j_lo + ((corner & 2) != 0 ? last : 0.0f);
@@ -97,18 +97,14 @@ RECON_HD size_type adjoint_views_entry(const Parallel2dView& v, index_t view, in
     return tile * v.views + view;
 }
 
-/// Largest table a system makes (above it the kernels make the constants):
-/// ct_256 needs 2.2 MB, a 2048 x 2048 image of 720 views would need 566 MB.
-constexpr std::size_t adjoint_views_max_bytes = std::size_t{64} << 20;
-
 /// Every tile's constants for every view (adjoint_views_entry's layout), or
-/// nothing where they exceed adjoint_views_max_bytes. `v` with host pointers.
+/// nothing above parallel2d_table_max_bytes. `v` with host pointers.
 inline std::vector<AdjointView> adjoint_views_table(const Parallel2dView& v)
 {
     const index_t tiles_y = (v.ny + adjoint_tile - 1) / adjoint_tile;
     const auto entries = static_cast<std::size_t>(adjoint_tiles_x(v)) *
                          static_cast<std::size_t>(tiles_y) * static_cast<std::size_t>(v.views);
-    if (entries * sizeof(AdjointView) > adjoint_views_max_bytes) return {};
+    if (entries * sizeof(AdjointView) > parallel2d_table_max_bytes) return {};
     std::vector<AdjointView> table(entries);
     for (index_t ty0 = 0; ty0 < v.ny; ty0 += adjoint_tile) {
         for (index_t tx0 = 0; tx0 < v.nx; tx0 += adjoint_tile) {

@@ -36,6 +36,7 @@ constexpr int ray_views = 4;     // neighbouring views per block
 constexpr int ray_bins = 8;      // neighbouring bins per view and block
 constexpr int ray_segments = 4;  // warps per block; each takes a quarter of every ray
 static_assert(ray_views * ray_bins == 32, "a warp's lanes are the block's rays");
+constexpr int ray_lanes = ray_views * ray_bins;  // a block's rays
 
 /// A block's rays: views [view_group * ray_views, + ray_views), bins
 /// [bin_group * ray_bins, + ray_bins).
@@ -89,7 +90,7 @@ RECON_HD RaySpan ray_span(float base, float slope, float inv_slope, index_t n_ma
                           index_t n_minor)
 {
     RaySpan span;
-    if (!(finite_float(base) && finite_float(slope))) return span;  // rows.hpp: no entries
+    if (!(is_finite(base) && is_finite(slope))) return span;  // rows.hpp: no entries
     const float minor = static_cast<float>(n_minor);
     if (fabsf(slope) * static_cast<float>(n_major) < 0.25f) {
         // p moves by less than 0.25 along the ray: all steps or none.
@@ -121,6 +122,13 @@ struct alignas(16) RaySetup {
     std::int32_t line_stride = 0;   // n_minor + 3: entries per line of its pair image
     std::int32_t columns = 0;       // 1 where it steps along x (the columns' pair image)
 };
+
+/// Where a system's table of rays keeps lane `lane` of block `block`:
+/// block by block in launch order.
+RECON_HD size_type ray_setup_entry(index_t block, int lane)
+{
+    return static_cast<size_type>(block) * ray_lanes + lane;
+}
 
 /// The ray of lane `lane` of a block that takes item `at`.
 RECON_HD RaySetup ray_setup(const Parallel2dView& v, RaysItem at, int lane)
@@ -191,22 +199,19 @@ inline std::vector<std::int32_t> rays_order(const Parallel2dView& v)
     return order;
 }
 
-/// Largest table of rays a system makes (above it each thread makes its
-/// ray's constants): 32 bytes a ray, ct_256's 46,080 rays 1.5 MB.
-constexpr std::size_t rays_setup_max_bytes = std::size_t{64} << 20;
-
-/// Every block's rays, block by block in the order `order` hands the
-/// blocks out (entry ray_views * ray_bins * i + lane: lane of block i), or
-/// nothing where they exceed rays_setup_max_bytes. `v` with host pointers.
+/// Every block's rays (ray_setup_entry's layout), block i taking the item
+/// order[i], or nothing above parallel2d_table_max_bytes. `v` with host
+/// pointers.
 inline std::vector<RaySetup> rays_setup(const Parallel2dView& v,
                                         const std::vector<std::int32_t>& order)
 {
-    constexpr int lanes = ray_views * ray_bins;
-    if (order.size() * lanes * sizeof(RaySetup) > rays_setup_max_bytes) return {};
-    std::vector<RaySetup> rays(order.size() * lanes);
+    if (order.size() * ray_lanes * sizeof(RaySetup) > parallel2d_table_max_bytes) return {};
+    std::vector<RaySetup> rays(order.size() * ray_lanes);
     for (std::size_t i = 0; i < order.size(); ++i) {
         const RaysItem at = rays_item(v, order[i]);
-        for (int lane = 0; lane < lanes; ++lane) rays[i * lanes + lane] = ray_setup(v, at, lane);
+        for (int lane = 0; lane < ray_lanes; ++lane) {
+            rays[ray_setup_entry(static_cast<index_t>(i), lane)] = ray_setup(v, at, lane);
+        }
     }
     return rays;
 }

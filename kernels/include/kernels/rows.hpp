@@ -72,9 +72,6 @@ RECON_HD int float_bits(float f)
 #endif
 }
 
-/// Whether x is neither infinite nor NaN (host and device alike).
-RECON_HD bool finite_float(float x) { return fabsf(x) < INFINITY; }
-
 /// 1.5 * 2^23: for |v| < 2^22, v + magic is v rounded to an integer (ties to
 /// even), and its bits minus magic's bits are that integer. Cheaper than
 /// floorf + a conversion, which issue at 1/8 of the FP32 rate.

@@ -3,6 +3,7 @@
 // system model. Pointers refer to the memory space of the executor the view
 // was made for. Kernels take a SystemView and dispatch on its alternative.
 
+#include <cstddef>
 #include <cstdint>
 #include <variant>
 
@@ -40,6 +41,12 @@ struct SlicedEllView {
 
 struct RaySetup;     // parallel2d_rays.hpp
 struct AdjointView;  // parallel2d_adjoint.hpp
+
+/// Largest table a parallel-beam system makes for the GPU kernels (its
+/// rays, its adjoint's views); above it the kernels make those values
+/// themselves. ct_256 needs 1.5 and 2.2 MB; a 2048 x 2048 image of 720
+/// views would need 566 MB for the adjoint's.
+constexpr std::size_t parallel2d_table_max_bytes = std::size_t{64} << 20;
 
 /// 2D parallel-beam CT, rows generated on the fly (Joseph's method).
 /// Image [ny][nx] of unit pixels centred on the rotation axis; sinogram
