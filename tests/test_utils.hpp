@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,10 +18,48 @@
 
 namespace recon::test {
 
+/// Sets an environment variable (the kernels' switches for comparing
+/// paths, RECON_TEST_SEED) for the lifetime of the object, then puts back
+/// what was there.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const std::string& value) : name_{name}
+    {
+        if (const char* old = std::getenv(name)) old_ = old;
+        setenv(name, value.c_str(), 1);
+    }
+    ~ScopedEnv()
+    {
+        if (old_) {
+            setenv(name_, old_->c_str(), 1);
+        } else {
+            unsetenv(name_);
+        }
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
 /// A fresh seed per call (from std::random_device) so that every run draws
-/// new inputs; tests put it in a SCOPED_TRACE so a failure can be replayed.
+/// new inputs; tests put it in a SCOPED_TRACE so that a failure can be
+/// replayed: with RECON_TEST_SEED set (to the seed a failure printed), every
+/// call returns that seed instead.
 inline std::uint64_t fresh_seed()
 {
+    if (const char* fixed = std::getenv("RECON_TEST_SEED"); fixed != nullptr && *fixed != '\0') {
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long seed = std::strtoull(fixed, &end, 10);
+        if (errno != 0 || *end != '\0' || *fixed == '-') {
+            throw std::invalid_argument{std::string{"RECON_TEST_SEED: not a 64-bit unsigned seed: '"} +
+                                        fixed + "'"};
+        }
+        return seed;
+    }
     std::random_device rd;
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }

@@ -31,22 +31,6 @@ constexpr float poison = std::numeric_limits<float>::quiet_NaN();
 
 inline kernels::Executor gpu() { return kernels::Executor::cuda(0); }
 
-/// Sets an environment variable (the kernels' switches for comparing
-/// paths) for the lifetime of the object.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const std::string& value) : name_{name}
-    {
-        setenv(name, value.c_str(), 1);
-    }
-    ~ScopedEnv() { unsetenv(name_); }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-};
-
 template <class T>
 kernels::Array<T> upload(const std::vector<T>& host)
 {
