@@ -86,10 +86,14 @@ protected:
     {
         for (int f = 0; f < batch; ++f) {
             EXPECT_EQ(s.res[f].iterations, 12) << "frame " << f;
-            // ‖g‖/‖Aᵀb‖ is near float noise here (~1e-5): as small as the
-            // host loop's, give or take the noise (measured up to 2.06x, for
-            // one seed of 90 runs); a wrong β would stall far above it
-            EXPECT_LE(s.res[f].rel_gradient, 3.0 * s.res_ref[f].rel_gradient + 1e-6)
+            // ‖g‖/‖Aᵀb‖ is near float noise here (1e-6 to 2e-4): as small
+            // as the host loop's, give or take the noise, where the two are
+            // two draws of it (not bit for bit the same from run to run: the
+            // failing seed replayed gave other values). Over 21,120 frames
+            // (60 runs of these tests, H200) the ratio reached 3.5: 2 went
+            // past 3x + 1e-6, and the closest came to 2.96x + 1e-5. A wrong
+            // β would stall far above it.
+            EXPECT_LE(s.res[f].rel_gradient, 4.0 * s.res_ref[f].rel_gradient + 1e-5)
                 << "frame " << f;
         }
         // a wrong scatter or scale would be off by O(1)
