@@ -106,6 +106,11 @@ kernels::View<const T> cview_of(const std::vector<T>& v)
     return {v.data(), static_cast<kernels::size_type>(v.size())};
 }
 
-inline std::string seed_trace(std::uint64_t seed) { return "seed = " + std::to_string(seed); }
+/// What a test's SCOPED_TRACE prints for its seed: the seed and how to replay it.
+inline std::string seed_trace(std::uint64_t seed)
+{
+    const std::string s = std::to_string(seed);
+    return "seed = " + s + " (RECON_TEST_SEED=" + s + " replays it)";
+}
 
 }  // namespace recon::test
