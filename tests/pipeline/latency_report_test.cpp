@@ -35,7 +35,7 @@ Reconstruction random_frame(std::int64_t id, double budget, std::mt19937& rng)
 {
     std::uniform_real_distribution<double> ms{0.1, 10.0};
     Reconstruction r;
-    r.sensor = id % 2 == 0 ? "a" : "b";
+    r.sensor.assign(1, id % 2 == 0 ? 'a' : 'b');
     r.frame_id = id;
     r.t_arrival_ns = 1'000'000'000 + id * 5'000'000;
     double total = 0;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "recon/system_model.hpp"
@@ -43,14 +44,21 @@ std::vector<float> test_image(int n, double c)
 std::vector<float> skimage_sinogram(const std::vector<float>& image, int n,
                                     const std::vector<double>& angles)
 {
-    const fs::path dir = fs::temp_directory_path() / ("recon_radon_" + std::to_string(test::fresh_seed()));
+    // its own directory (not named by the seed: RECON_TEST_SEED gives every
+    // test the same one, and ctest runs them side by side)
+    const fs::path dir =
+        fs::temp_directory_path() / ("recon_radon_" + std::to_string(std::random_device{}()) + "_" +
+                                     std::to_string(std::random_device{}()));
     fs::create_directories(dir);
     {
         std::ofstream out{dir / "image.f32", std::ios::binary};
         out.write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size() * 4));
     }
     std::string list;
-    for (double a : angles) list += (list.empty() ? "" : ",") + std::to_string(a);
+    for (double a : angles) {
+        if (!list.empty()) list += ',';
+        list += std::to_string(a);
+    }
     const std::string script = std::string{RECON_TEST_SOURCE_DIR} + "/reference/radon_skimage.py";
     const std::string cmd = "/usr/bin/python3 " + script + " " + (dir / "image.f32").string() + " " +
                             std::to_string(n) + " " + list + " " + (dir / "sino.f32").string();
