@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include "recon/system_model.hpp"
+#include "temp_dir.hpp"
 #include "test_utils.hpp"
 
 namespace recon {
@@ -44,12 +44,8 @@ std::vector<float> test_image(int n, double c)
 std::vector<float> skimage_sinogram(const std::vector<float>& image, int n,
                                     const std::vector<double>& angles)
 {
-    // its own directory (not named by the seed: RECON_TEST_SEED gives every
-    // test the same one, and ctest runs them side by side)
-    const fs::path dir =
-        fs::temp_directory_path() / ("recon_radon_" + std::to_string(std::random_device{}()) + "_" +
-                                     std::to_string(std::random_device{}()));
-    fs::create_directories(dir);
+    const test::TempDir scratch;
+    const fs::path& dir = scratch.path();
     {
         std::ofstream out{dir / "image.f32", std::ios::binary};
         out.write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size() * 4));
@@ -66,7 +62,6 @@ std::vector<float> skimage_sinogram(const std::vector<float>& image, int n,
     std::vector<float> sino(angles.size() * n);
     std::ifstream in{dir / "sino.f32", std::ios::binary};
     in.read(reinterpret_cast<char*>(sino.data()), static_cast<std::streamsize>(sino.size() * 4));
-    fs::remove_all(dir);
     return sino;
 }
 

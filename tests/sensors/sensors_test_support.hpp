@@ -1,6 +1,7 @@
 #pragma once
-// Helpers for the sensors and file-format tests: a temporary directory,
-// error-message checks, and optional Python (h5py/scipy) file makers.
+// Helpers for the sensors and file-format tests: error-message checks and
+// optional Python (h5py/scipy) file makers; their scratch directories are
+// temp_dir.hpp's.
 
 #include <gtest/gtest.h>
 
@@ -8,36 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
-#include <random>
 #include <string>
-#include <unistd.h>
+
+#include "temp_dir.hpp"
 
 namespace recon::test {
-
-/// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
-public:
-    TempDir()
-    {
-        std::random_device rd;
-        path_ = std::filesystem::temp_directory_path() /
-                ("recon-sensors-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-        std::filesystem::create_directories(path_);
-    }
-    ~TempDir()
-    {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
-    const std::filesystem::path& path() const { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
 
 /// The message of the exception `f` throws ("" when it throws none).
 template <class F>

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,27 +36,6 @@ inline std::string read_text(const std::filesystem::path& path)
     text << in.rdbuf();
     return text.str();
 }
-
-/// A fresh folder under the system temp dir, removed at scope exit.
-class TempDir {
-public:
-    TempDir()
-    {
-        std::random_device rd;
-        path_ = std::filesystem::temp_directory_path() /
-                ("recon-stream-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-        std::filesystem::create_directories(path_);
-    }
-    ~TempDir()
-    {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-    const std::filesystem::path& path() const { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
 
 struct ExitStatus {
     bool exited = false;     // exited normally (not killed, not timed out)

@@ -27,6 +27,7 @@
 #include "stream/codec.hpp"
 #include "stream/daemon_harness.hpp"
 #include "stream/transport.hpp"
+#include "temp_dir.hpp"
 
 namespace recon::stream {
 namespace {
@@ -34,7 +35,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::CborBuilder;
 using testing::ReconProcess;
-using testing::TempDir;
+using recon::test::TempDir;
 using Bytes = std::vector<std::uint8_t>;
 
 constexpr int nx = 16, views = 12, bins = 16, m = views * bins;
