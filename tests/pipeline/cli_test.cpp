@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "kernels/executor.hpp"
 #include "recon/hdf5.hpp"
+#include "temp_dir.hpp"
 
 namespace recon::pipeline {
 namespace {
@@ -59,12 +61,11 @@ protected:
         ASSERT_NE(binary, nullptr) << "RECON_BINARY is not set";
         ASSERT_TRUE(fs::exists(binary)) << binary;
         binary_ = binary;
-        dir_ = fs::temp_directory_path() / ("recon-cli-test-" + std::to_string(std::random_device{}()));
-        fs::create_directories(dir_);
+        scratch_ = std::make_unique<test::TempDir>();
         // A small but real recording: 2 sensors x 3 frames of a 32 x 32
         // Shepp-Logan through parallel2d, 24 views, ground truth included.
         seed_ = std::random_device{}() % 100000 + 1;
-        const auto path = (dir_ / "tiny.h5").string();
+        const auto path = (dir() / "tiny.h5").string();
         const RunResult r = run({"simulate", "--output", path, "--geometry", "parallel2d",
                                  "--system.nx", "32", "--system.ny", "32", "--system.views", "24",
                                  "--sensors", "2", "--frames", "3", "--simulate.rate_hz", "20",
@@ -74,15 +75,16 @@ protected:
     }
     static void TearDownTestSuite()
     {
-        if (!dir_.empty()) fs::remove_all(dir_);
+        scratch_.reset();
+        recording_.clear();  // a repeated run (--gtest_repeat) records again
     }
 
     /// Runs the binary with a time limit (a hang fails the test, not CI).
     static RunResult run(const std::vector<std::string>& args)
     {
         static int counter = 0;
-        const auto out = dir_ / ("out" + std::to_string(counter) + ".txt");
-        const auto err = dir_ / ("err" + std::to_string(counter++) + ".txt");
+        const auto out = dir() / ("out" + std::to_string(counter) + ".txt");
+        const auto err = dir() / ("err" + std::to_string(counter++) + ".txt");
         std::string command = "timeout 120 '" + binary_ + "'";
         for (const auto& a : args) command += " '" + a + "'";
         command += " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
@@ -115,19 +117,22 @@ protected:
     }
 
     static std::string binary_;
-    static fs::path dir_;
+    /// The suite's scratch directory, shared by its tests like the recording.
+    static const fs::path& dir() { return scratch_->path(); }
+
+    static std::unique_ptr<test::TempDir> scratch_;
     static std::string recording_;
     static unsigned seed_;
 };
 
 std::string CliTest::binary_;
-fs::path CliTest::dir_;
+std::unique_ptr<test::TempDir> CliTest::scratch_;
 std::string CliTest::recording_;
 unsigned CliTest::seed_ = 0;
 
 TEST_F(CliTest, ReplayWritesTheOutputFileReportsAndPlot)
 {
-    const auto out = dir_ / "replay-out";
+    const auto out = dir() / "replay-out";
     const RunResult r = run({"replay", recording_, "--output", out.string(), "--device", "cpu",
                        "--iterations", "30", "--regularizer", "nonneg:10"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -190,7 +195,7 @@ TEST_F(CliTest, ReplayWritesTheOutputFileReportsAndPlot)
 TEST_F(CliTest, RecordedTimingFollowsTheTimestamps)
 {
     // 3 frames per sensor at 20 Hz: the last frame arrives 100 ms after the first.
-    const auto out = dir_ / "recorded";
+    const auto out = dir() / "recorded";
     const RunResult r = run({"replay", recording_, "--output", out.string(), "--device", "cpu",
                        "--iterations", "5", "--timing", "recorded"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -209,12 +214,12 @@ TEST_F(CliTest, SyntheticSystemWithoutImageGridHasPsnrOnly)
 {
     // A synthetic matrix system: the image is 1 x n, so SSIM (7 x 7 windows)
     // is left out while PSNR is reported.
-    const auto recording = (dir_ / "synthetic.h5").string();
+    const auto recording = (dir() / "synthetic.h5").string();
     RunResult r = run({"simulate", "--output", recording, "--geometry", "synthetic",
                        "--system.rows", "900", "--system.cols", "150", "--system.nnz", "6000",
                        "--frames", "2", "--simulate.phantom", "random_ellipses"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto out = dir_ / "synthetic-out";
+    const auto out = dir() / "synthetic-out";
     r = run({"replay", recording, "--output", out.string(), "--device", "cpu", "--iterations",
              "40", "--system.materialize", "true"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -236,7 +241,7 @@ TEST_F(CliTest, ShippedConfigsParse)
     // the missing recording.
     const char* from_environment = std::getenv("RECON_SOURCE_DIR");
     const std::string source = from_environment != nullptr ? from_environment : RECON_TEST_SOURCE_DIR;
-    const auto missing = (dir_ / "absent.h5").string();
+    const auto missing = (dir() / "absent.h5").string();
     int count = 0;
     for (const auto& entry : fs::directory_iterator{fs::path{source} / "configs"}) {
         if (entry.path().extension() != ".ini") continue;
@@ -260,7 +265,7 @@ TEST_F(CliTest, HelpAndVersionExitZero)
 
 TEST_F(CliTest, ReplayBadInputs)
 {
-    const auto missing = (dir_ / "missing.h5").string();
+    const auto missing = (dir() / "missing.h5").string();
     expect_error({"replay", missing}, {missing});
     expect_error({"replay"}, {"input"});
     expect_error({"replay", recording_, "--regularizer", "tv:-1"}, {"solver.regularizer", "tv:-1"});
@@ -276,39 +281,39 @@ TEST_F(CliTest, ReplayBadInputs)
     if (kernels::cuda_device_count() == 0) {
         expect_error({"replay", recording_, "--device", "cuda"}, {"pipeline.device", "CUDA"});
     }
-    const auto text = dir_ / "not-hdf5.h5";
+    const auto text = dir() / "not-hdf5.h5";
     std::ofstream{text} << "plain text\n";
     expect_error({"replay", text.string()}, {text.string()});
 }
 
 TEST_F(CliTest, ConfigFileErrorsNameTheFile)
 {
-    const auto missing = (dir_ / "missing.ini").string();
+    const auto missing = (dir() / "missing.ini").string();
     expect_error({"replay", recording_, "--config", missing}, {missing});
-    const auto syntax = dir_ / "syntax.ini";
+    const auto syntax = dir() / "syntax.ini";
     std::ofstream{syntax} << "[solver]\nno equals sign here\n";
     expect_error({"replay", recording_, "--config", syntax.string()}, {syntax.string()});
-    const auto unknown = dir_ / "unknown.ini";
+    const auto unknown = dir() / "unknown.ini";
     std::ofstream{unknown} << "[solver]\niterations = 5\nflavour = vanilla\n";
     expect_error({"replay", recording_, "--config", unknown.string()},
                  {unknown.string(), "solver.flavour"});
-    const auto zero = dir_ / "zero.ini";
+    const auto zero = dir() / "zero.ini";
     std::ofstream{zero} << "[solver]\niterations = 0\n";
     expect_error({"replay", recording_, "--config", zero.string()}, {"solver.iterations"});
-    const auto negative = dir_ / "negative.ini";
+    const auto negative = dir() / "negative.ini";
     std::ofstream{negative} << "[solver]\nregularizer = laplacian:-2\n";
     expect_error({"replay", recording_, "--config", negative.string()}, {"solver.regularizer"});
 }
 
 TEST_F(CliTest, SimulateBadInputs)
 {
-    const auto out = (dir_ / "bad-sim.h5").string();
+    const auto out = (dir() / "bad-sim.h5").string();
     expect_error({"simulate", "--output", out, "--geometry", "fanbeam"}, {"fanbeam"});
     expect_error({"simulate", "--output", out, "--system.nx", "-5"}, {"system.nx"});
     expect_error({"simulate", "--output", out, "--frames", "0"}, {"simulate.frames", "0"});
     expect_error({"simulate", "--output", out, "--simulate.phantom", "cat"}, {"simulate.phantom", "cat"});
     expect_error({"simulate", "--output", out, "--simulate.noise", "pink"}, {"simulate.noise"});
-    expect_error({"simulate", "--output", (dir_ / "no-dir" / "x.h5").string()}, {"simulate.output"});
+    expect_error({"simulate", "--output", (dir() / "no-dir" / "x.h5").string()}, {"simulate.output"});
     expect_error({"simulate", "--output", out, "--system.layout", "coo"}, {"system.layout"});
 }
 
@@ -324,7 +329,7 @@ TEST_F(CliTest, BenchBadInputs)
 // `--tables` measures only the tables it names: here the output stage's.
 TEST_F(CliTest, BenchMeasuresTheTablesItIsAskedFor)
 {
-    const auto json = dir_ / "bench-output.json";
+    const auto json = dir() / "bench-output.json";
     const RunResult r = run({"bench", "--device", "cpu", "--matrices", "small", "--tables", "output",
                              "--repetitions", "1", "--json", json.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -335,7 +340,7 @@ TEST_F(CliTest, BenchMeasuresTheTablesItIsAskedFor)
 
 TEST_F(CliTest, NonFiniteDataIsRejectedNamingTheDataset)
 {
-    const auto bad = dir_ / "nan.h5";
+    const auto bad = dir() / "nan.h5";
     fs::copy_file(recording_, bad, fs::copy_options::overwrite_existing);
     {
         const auto file = hdf5::File::open(bad.string(), hdf5::File::Mode::read_write);
@@ -343,7 +348,7 @@ TEST_F(CliTest, NonFiniteDataIsRejectedNamingTheDataset)
         const float nan = std::nanf("");
         data.write_slab<float>({1, 2, 3}, {1, 1, 1}, std::span<const float>{&nan, 1});
     }
-    expect_error({"replay", bad.string(), "--output", (dir_ / "nan-out").string()},
+    expect_error({"replay", bad.string(), "--output", (dir() / "nan-out").string()},
                  {bad.string(), "sensor1"});
 }
 

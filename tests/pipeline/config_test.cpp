@@ -1,7 +1,6 @@
 // Config loading: command line, INI files, aliases, precedence, and every
 // kind of bad input giving a one-line error that names the option or file.
 
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -11,30 +10,21 @@
 
 #include "pipeline/config.hpp"
 #include "pipeline/run_config.hpp"
+#include "temp_dir.hpp"
 
 namespace recon::pipeline {
 namespace {
 
-namespace fs = std::filesystem;
-
 class ConfigTest : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
-        dir_ = fs::temp_directory_path() /
-               ("recon-config-test-" + std::to_string(std::random_device{}()));
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
     std::string write_file(const std::string& name, const std::string& text)
     {
-        const auto path = (dir_ / name).string();
+        const auto path = scratch_.file(name);
         std::ofstream{path} << text;
         return path;
     }
 
-    fs::path dir_;
+    test::TempDir scratch_;
 };
 
 /// Parses args into a fresh RunConfig; returns the loader's error, or "".
@@ -116,7 +106,7 @@ TEST_F(ConfigTest, EffectiveTextReadsBackToTheSameValues)
 TEST_F(ConfigTest, MissingConfigFileNamesTheFile)
 {
     RunConfig c;
-    const auto missing = (dir_ / "nope.ini").string();
+    const auto missing = scratch_.file("nope.ini");
     const auto error = parse_error({"--config", missing}, c);
     expect_one_line_naming(error, missing);
 }

@@ -1,17 +1,15 @@
 // The HDF5 output writer: layout of DESIGN §6, one chunk per frame, and
 // timing rows that stay next to their images when records arrive out of order.
 
-#include <filesystem>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "pipeline/hdf5_output.hpp"
+#include "temp_dir.hpp"
 
 namespace recon::pipeline {
 namespace {
-
-namespace fs = std::filesystem;
 
 Reconstruction frame(const std::string& sensor, std::int64_t id, std::mt19937& rng)
 {
@@ -36,9 +34,8 @@ Reconstruction frame(const std::string& sensor, std::int64_t id, std::mt19937& r
 TEST(Hdf5OutputWriter, WritesImagesTimingAndParameters)
 {
     std::mt19937 rng{std::random_device{}()};
-    const auto path = (fs::temp_directory_path() /
-                       ("recon-output-test-" + std::to_string(rng()) + ".h5"))
-                          .string();
+    const test::TempDir scratch;
+    const auto path = scratch.file("output.h5");
     const auto f0 = frame("front", 4, rng), f1 = frame("front", 5, rng), g0 = frame("side", 0, rng);
     {
         Hdf5OutputWriter writer{path, {"[solver]\niterations = 7\n", "9.9.9", "cpu", 40.0}};
@@ -72,15 +69,13 @@ TEST(Hdf5OutputWriter, WritesImagesTimingAndParameters)
     EXPECT_EQ(file.open_dataset("/entry/reconstruction/parameters/config").read_string(),
               "[solver]\niterations = 7\n");
     EXPECT_EQ(file.open_dataset("/entry/reconstruction/parameters/version").read_string(), "9.9.9");
-    fs::remove(path);
 }
 
 TEST(Hdf5OutputWriter, ShapeChangeAndUnwritablePathAreErrors)
 {
     std::mt19937 rng{std::random_device{}()};
-    const auto path = (fs::temp_directory_path() /
-                       ("recon-output-test-" + std::to_string(rng()) + ".h5"))
-                          .string();
+    const test::TempDir scratch;
+    const auto path = scratch.file("output.h5");
     {
         Hdf5OutputWriter writer{path, {"", "1", "cpu", 1.0}};
         writer.write_image(frame("a", 0, rng));
@@ -88,7 +83,6 @@ TEST(Hdf5OutputWriter, ShapeChangeAndUnwritablePathAreErrors)
         other.shape = {9, 5};
         EXPECT_THROW(writer.write_image(other), std::runtime_error);
     }
-    fs::remove(path);
     EXPECT_THROW((Hdf5OutputWriter{"/no-such-dir/x/out.h5", {"", "1", "cpu", 1.0}}),
                  std::runtime_error);
 }

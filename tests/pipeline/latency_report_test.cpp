@@ -11,11 +11,10 @@
 
 #include "pipeline/latency_plot.hpp"
 #include "pipeline/latency_report.hpp"
+#include "temp_dir.hpp"
 
 namespace recon::pipeline {
 namespace {
-
-namespace fs = std::filesystem;
 
 TEST(Percentile, LinearInterpolationAsNumpy)
 {
@@ -52,21 +51,14 @@ Reconstruction random_frame(std::int64_t id, double budget, std::mt19937& rng)
 
 class ReportTest : public ::testing::Test {
 protected:
-    void SetUp() override
-    {
-        dir_ = fs::temp_directory_path() /
-               ("recon-report-test-" + std::to_string(std::random_device{}()));
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-    fs::path dir_;
+    test::TempDir scratch_;
 };
 
 TEST_F(ReportTest, RecorderWritesOneJsonLinePerFrameAndSummarizes)
 {
     std::mt19937 rng{std::random_device{}()};
     const double budget = 25.0;
-    const auto report = (dir_ / "frames.jsonl").string();
+    const auto report = scratch_.file("frames.jsonl");
     LatencyRecorder recorder{report, budget, "cpu"};
     std::vector<Reconstruction> frames;
     for (int i = 0; i < 11; ++i) frames.push_back(random_frame(i, budget, rng));
@@ -106,7 +98,7 @@ TEST_F(ReportTest, RecorderWritesOneJsonLinePerFrameAndSummarizes)
     ASSERT_TRUE(s.psnr_db.has_value());
     EXPECT_DOUBLE_EQ(s.psnr_db->mean, (20.0 + 23.0 + 26.0 + 29.0) / 4.0);  // frames 0, 3, 6, 9
 
-    const auto summary_path = (dir_ / "summary.json").string();
+    const auto summary_path = scratch_.file("summary.json");
     write_summary_json(s, summary_path);
     std::ifstream summary_file{summary_path};
     const auto j = nlohmann::json::parse(summary_file);
@@ -125,7 +117,7 @@ TEST_F(ReportTest, SvgHasABarPerStageAndTheBudgetLine)
     std::mt19937 rng{std::random_device{}()};
     LatencyRecorder recorder{"", 5.0, "cpu"};
     for (int i = 0; i < 6; ++i) recorder.write_record(random_frame(i, 5.0, rng));
-    const auto path = (dir_ / "latency.svg").string();
+    const auto path = scratch_.file("latency.svg");
     write_latency_svg(recorder.frames(), 5.0, "test <plot>", path);
     std::ifstream in{path};
     const std::string svg{std::istreambuf_iterator<char>{in}, {}};
@@ -145,7 +137,7 @@ TEST_F(ReportTest, SvgHasABarPerStageAndTheBudgetLine)
 
 TEST_F(ReportTest, UnwritablePathsNameTheFile)
 {
-    const auto bad = (dir_ / "no-such-dir" / "x.jsonl").string();
+    const auto bad = (scratch_.path() / "no-such-dir" / "x.jsonl").string();
     try {
         LatencyRecorder recorder{bad, 1.0, "cpu"};
         FAIL();
