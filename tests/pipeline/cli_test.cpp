@@ -65,7 +65,7 @@ protected:
         // A small but real recording: 2 sensors x 3 frames of a 32 x 32
         // Shepp-Logan through parallel2d, 24 views, ground truth included.
         seed_ = std::random_device{}() % 100000 + 1;
-        const auto path = (dir() / "tiny.h5").string();
+        const auto path = scratch_->file("tiny.h5");
         const RunResult r = run({"simulate", "--output", path, "--geometry", "parallel2d",
                                  "--system.nx", "32", "--system.ny", "32", "--system.views", "24",
                                  "--sensors", "2", "--frames", "3", "--simulate.rate_hz", "20",
@@ -214,7 +214,7 @@ TEST_F(CliTest, SyntheticSystemWithoutImageGridHasPsnrOnly)
 {
     // A synthetic matrix system: the image is 1 x n, so SSIM (7 x 7 windows)
     // is left out while PSNR is reported.
-    const auto recording = (dir() / "synthetic.h5").string();
+    const auto recording = scratch_->file("synthetic.h5");
     RunResult r = run({"simulate", "--output", recording, "--geometry", "synthetic",
                        "--system.rows", "900", "--system.cols", "150", "--system.nnz", "6000",
                        "--frames", "2", "--simulate.phantom", "random_ellipses"});
@@ -241,7 +241,7 @@ TEST_F(CliTest, ShippedConfigsParse)
     // the missing recording.
     const char* from_environment = std::getenv("RECON_SOURCE_DIR");
     const std::string source = from_environment != nullptr ? from_environment : RECON_TEST_SOURCE_DIR;
-    const auto missing = (dir() / "absent.h5").string();
+    const auto missing = scratch_->file("absent.h5");
     int count = 0;
     for (const auto& entry : fs::directory_iterator{fs::path{source} / "configs"}) {
         if (entry.path().extension() != ".ini") continue;
@@ -265,7 +265,7 @@ TEST_F(CliTest, HelpAndVersionExitZero)
 
 TEST_F(CliTest, ReplayBadInputs)
 {
-    const auto missing = (dir() / "missing.h5").string();
+    const auto missing = scratch_->file("missing.h5");
     expect_error({"replay", missing}, {missing});
     expect_error({"replay"}, {"input"});
     expect_error({"replay", recording_, "--regularizer", "tv:-1"}, {"solver.regularizer", "tv:-1"});
@@ -288,7 +288,7 @@ TEST_F(CliTest, ReplayBadInputs)
 
 TEST_F(CliTest, ConfigFileErrorsNameTheFile)
 {
-    const auto missing = (dir() / "missing.ini").string();
+    const auto missing = scratch_->file("missing.ini");
     expect_error({"replay", recording_, "--config", missing}, {missing});
     const auto syntax = dir() / "syntax.ini";
     std::ofstream{syntax} << "[solver]\nno equals sign here\n";
@@ -307,7 +307,7 @@ TEST_F(CliTest, ConfigFileErrorsNameTheFile)
 
 TEST_F(CliTest, SimulateBadInputs)
 {
-    const auto out = (dir() / "bad-sim.h5").string();
+    const auto out = scratch_->file("bad-sim.h5");
     expect_error({"simulate", "--output", out, "--geometry", "fanbeam"}, {"fanbeam"});
     expect_error({"simulate", "--output", out, "--system.nx", "-5"}, {"system.nx"});
     expect_error({"simulate", "--output", out, "--frames", "0"}, {"simulate.frames", "0"});
@@ -348,7 +348,7 @@ TEST_F(CliTest, NonFiniteDataIsRejectedNamingTheDataset)
         const float nan = std::nanf("");
         data.write_slab<float>({1, 2, 3}, {1, 1, 1}, std::span<const float>{&nan, 1});
     }
-    expect_error({"replay", bad.string(), "--output", (dir() / "nan-out").string()},
+    expect_error({"replay", bad.string(), "--output", scratch_->file("nan-out")},
                  {bad.string(), "sensor1"});
 }
 
