@@ -152,6 +152,15 @@ void launch_lines(const Executor& exec, const Parallel2dView& sys, const p2::Lin
                                       plan.lines, plan.line_stride, x, y));
 }
 
+/// One block per 16 x 16 tile of the image (the adjoint's and the pair
+/// images' tiles are the same) and per frame (z).
+dim3 image_tiles(const Parallel2dView& sys, int frames = 1)
+{
+    static_assert(adjoint_tile == p2::pair_tile);
+    return {static_cast<unsigned>(adjoint_tiles(sys.nx)),
+            static_cast<unsigned>(adjoint_tiles(sys.ny)), static_cast<unsigned>(frames)};
+}
+
 /// y = A x (or A x − sub, a frame at a time, sums in double) for `batch`
 /// frames: per chunk of frames the staged-lines kernel where lines_plan
 /// takes it, else the pair images (into `pairs`, room for min(batch, 4)
@@ -169,11 +178,8 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
     constexpr int ray_threads = 32 * ray_segments;
     auto make_pairs = [&](const float* xb, int frames) {
         if (n == 0) return;
-        const dim3 grid{static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
-                        static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
-                        static_cast<unsigned>(frames)};
-        p2::parallel2d_pairs_kernel<<<grid, dim3{p2::pair_tile, p2::pair_tile}, 0, stream>>>(sys, xb,
-                                                                                      pairs);
+        p2::parallel2d_pairs_kernel<<<image_tiles(sys, frames), dim3{p2::pair_tile, p2::pair_tile},
+                                      0, stream>>>(sys, xb, pairs);
         RECON_CUDA_CHECK_LAUNCH();
     };
     if (sub != nullptr) {
@@ -279,16 +285,6 @@ void scatter_rows(const Executor& exec, const System& sys, int batch, const floa
         }
         RECON_CUDA_CHECK_LAUNCH();
     });
-}
-
-/// One block per 16 x 16 tile of the image (the adjoint's and the pair
-/// images' tiles are the same) and per frame (z).
-dim3 image_tiles(const Parallel2dView& sys, int frames = 1)
-{
-    static_assert(adjoint_tile == p2::pair_tile);
-    return {static_cast<unsigned>((sys.nx + p2::pair_tile - 1) / p2::pair_tile),
-            static_cast<unsigned>((sys.ny + p2::pair_tile - 1) / p2::pair_tile),
-            static_cast<unsigned>(frames)};
 }
 
 /// Whether one frame's adjoint takes its tiles in pairs reflected through

@@ -118,7 +118,7 @@ TEST(Parallel2d, RaysSetupHasEveryRayOnceInLaunchOrder)
     const auto v = std::get<kernels::Parallel2dView>(model.view(Executor::cpu()));
     const auto order = kernels::rays_order(v);
     const auto rays = kernels::rays_setup(v, order);
-    constexpr int lanes = kernels::ray_views * kernels::ray_bins;
+    constexpr int lanes = kernels::ray_lanes;
     ASSERT_EQ(rays.size(), order.size() * lanes);
     const index_t m = model.rows();
     std::vector<int> seen(static_cast<std::size_t>(m), 0);

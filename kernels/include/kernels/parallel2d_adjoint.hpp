@@ -81,10 +81,11 @@ RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t
     return a;
 }
 
-/// Tiles of adjoint_tile pixels a side along x (the last one may be cut).
-RECON_HD index_t adjoint_tiles_x(const Parallel2dView& v)
+/// Tiles of adjoint_tile pixels a side along an axis of `pixels` (the last
+/// one may be cut). The pair images' tiles are the same (system_kernels.cu).
+RECON_HD index_t adjoint_tiles(index_t pixels)
 {
-    return (v.nx + adjoint_tile - 1) / adjoint_tile;
+    return (pixels + adjoint_tile - 1) / adjoint_tile;
 }
 
 /// Where the table keeps the constants of `view` for the tile with corner
@@ -92,7 +93,7 @@ RECON_HD index_t adjoint_tiles_x(const Parallel2dView& v)
 RECON_HD size_type adjoint_views_entry(const Parallel2dView& v, index_t view, index_t tx0,
                                        index_t ty0)
 {
-    const size_type tile = static_cast<size_type>(ty0 / adjoint_tile) * adjoint_tiles_x(v) +
+    const size_type tile = static_cast<size_type>(ty0 / adjoint_tile) * adjoint_tiles(v.nx) +
                            tx0 / adjoint_tile;
     return tile * v.views + view;
 }
@@ -101,9 +102,9 @@ RECON_HD size_type adjoint_views_entry(const Parallel2dView& v, index_t view, in
 /// nothing above parallel2d_table_max_bytes. `v` with host pointers.
 inline std::vector<AdjointView> adjoint_views_table(const Parallel2dView& v)
 {
-    const index_t tiles_y = (v.ny + adjoint_tile - 1) / adjoint_tile;
-    const auto entries = static_cast<std::size_t>(adjoint_tiles_x(v)) *
-                         static_cast<std::size_t>(tiles_y) * static_cast<std::size_t>(v.views);
+    const auto entries = static_cast<std::size_t>(adjoint_tiles(v.nx)) *
+                         static_cast<std::size_t>(adjoint_tiles(v.ny)) *
+                         static_cast<std::size_t>(v.views);
     if (entries * sizeof(AdjointView) > parallel2d_table_max_bytes) return {};
     std::vector<AdjointView> table(entries);
     for (index_t ty0 = 0; ty0 < v.ny; ty0 += adjoint_tile) {
