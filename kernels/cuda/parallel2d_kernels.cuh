@@ -142,6 +142,9 @@ __device__ __forceinline__ const T* opaque_pointer(const T* p)
 /// floor(p) and floor(p) + 1 at p = crossing(base, slope, kf), and where the
 /// first sits in a zero-padded line whose pixel i is entry i + 2: `offset`
 /// is that line's start + 2 − bits(magic), so the entry is offset + bits(m).
+/// floor(p) is one rounded-down add; p − 0.5 rounded to nearest took two
+/// adds, and at an integer p put the weight 1 on the second pixel of the
+/// pair below instead of the first of this one: the same sums, bit for bit.
 struct RayStep {
     float w0, w1;
     index_t entry;
@@ -150,8 +153,8 @@ struct RayStep {
 RECON_HD RayStep ray_step(float base, float slope, float kf, index_t offset)
 {
     const float p = crossing(base, slope, kf);
-    const float mp = add_rn(add_rn(p, -0.5f), magic);  // floor(p), or p − 1 at integers
-    const float w1 = sub_rn(p, sub_rn(mp, magic));    // frac (1 when p is an integer)
+    const float mp = floor_plus_magic(p);           // bits: magic's + floor(p)
+    const float w1 = sub_rn(p, sub_rn(mp, magic));  // p − floor(p), exact: rows.hpp's w1
     return {sub_rn(1.0f, w1), w1, offset + float_bits(mp)};
 }
 

@@ -77,6 +77,18 @@ RECON_HD int float_bits(float f)
 /// floorf + a conversion, which issue at 1/8 of the FP32 rate.
 constexpr float magic = 12582912.0f;
 
+/// floor(v) + magic, exactly, for |v| < 2^22: the sum v + magic lies where
+/// floats are the integers, so rounding it down is floor(v) + magic. One
+/// add on the device (add.rm); the host takes floor(v), the same value.
+RECON_HD float floor_plus_magic(float v)
+{
+#ifdef __CUDA_ARCH__
+    return __fadd_rd(v, magic);
+#else
+    return std::floor(v) + magic;
+#endif
+}
+
 /// Counter-based 64-bit hash (splitmix64 finalizer over a mixed counter):
 /// a pure function of its arguments, identical on host and device.
 RECON_HD std::uint64_t hash64(std::uint64_t seed, std::uint64_t a, std::uint64_t b)
