@@ -265,10 +265,14 @@ TEST(OnTheFlyRows, GpuColumnsAreTheCpuWeightsBitForBit)
     for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.37);
     const Synthetic synthetic{2111, 307, 11311, seed};
     const Parallel2d parallel{64, 48, 70, angles, 0.3};
+    // Views along the axes and the diagonals, the detector centred: the rays
+    // cross whole pixels (p an integer), where one weight is 1, the other 0.
+    const Parallel2d aligned{32, 32, 32, {0.0, 45.0, 90.0, 135.0}, 0.0};
     for (const SystemModel* model : {static_cast<const SystemModel*>(&synthetic),
-                                     static_cast<const SystemModel*>(&parallel)}) {
-        SCOPED_TRACE(model->kind());
+                                     static_cast<const SystemModel*>(&parallel),
+                                     static_cast<const SystemModel*>(&aligned)}) {
         const index_t m = model->rows(), n = model->cols();
+        SCOPED_TRACE(::testing::Message() << model->kind() << ", " << m << " x " << n);
         const auto cpu_view = model->view(Executor::cpu());
         const auto gpu_view = model->view(gpu());
         std::uniform_int_distribution<index_t> pick{0, n - 1};
@@ -288,6 +292,10 @@ TEST(OnTheFlyRows, GpuColumnsAreTheCpuWeightsBitForBit)
                     << "row " << i << ", column " << j;
             }
             nonzero_columns += test::norm(column) > 0.0 ? 1 : 0;
+            if (model == &aligned) {  // a whole-pixel crossing of step length 1
+                EXPECT_NE(std::find(column.begin(), column.end(), 1.0f), column.end())
+                    << "column " << j;
+            }
         }
         EXPECT_GT(nonzero_columns, 0);  // not zeros against zeros
     }
