@@ -142,9 +142,9 @@ __device__ __forceinline__ const T* opaque_pointer(const T* p)
 /// floor(p) and floor(p) + 1 at p = crossing(base, slope, kf), and where the
 /// first sits in a zero-padded line whose pixel i is entry i + 2: `offset`
 /// is that line's start + 2 − bits(magic), so the entry is offset + bits(m).
-/// floor(p) is one rounded-down add; p − 0.5 rounded to nearest took two
-/// adds, and at an integer p put the weight 1 on the second pixel of the
-/// pair below instead of the first of this one: the same sums, bit for bit.
+/// floor(p) is one rounded-down add (floor_plus_magic); p − 0.5 rounded to
+/// nearest would take two. At an integer p the weight 1 is w0, as in
+/// rows.hpp.
 struct RayStep {
     float w0, w1;
     index_t entry;
