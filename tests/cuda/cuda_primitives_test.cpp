@@ -265,8 +265,9 @@ TEST(OnTheFlyRows, GpuColumnsAreTheCpuWeightsBitForBit)
     for (int k = 0; k < 45; ++k) angles.push_back(4.0 * k + 0.37);
     const Synthetic synthetic{2111, 307, 11311, seed};
     const Parallel2d parallel{64, 48, 70, angles, 0.3};
-    // Views along the axes and the diagonals, the detector centred: the rays
-    // cross whole pixels (p an integer), where one weight is 1, the other 0.
+    // Views along the axes and the diagonals, the detector centred: at 0°
+    // every ray crosses whole pixels (p an integer), where one weight of a
+    // step is 1 and the other 0.
     const Parallel2d aligned{32, 32, 32, {0.0, 45.0, 90.0, 135.0}, 0.0};
     for (const SystemModel* model : {static_cast<const SystemModel*>(&synthetic),
                                      static_cast<const SystemModel*>(&parallel),
