@@ -1047,7 +1047,10 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
             const AdjointView& a = views[vl];
             const index_t bin = a.first_bin + i;
             const float base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
-            const bool inside = a.valid != 0 && bin >= 0 && bin < v.bins;
+            // Only the bins the tile reads: a block's staging is bound by
+            // its L2 loads (each copy of it added ~1.25 µs to ct_256's
+            // iteration, H200), and ~22 of the 32 on average are read.
+            const bool inside = i < a.window_bins && bin >= 0 && bin < v.bins;
             const index_t row = (chunk + vl) * v.bins;
             const index_t at = row + (inside ? bin : 0);
             float ys[BT];
@@ -1062,7 +1065,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         __syncthreads();
         for (int vl = group; vl < count; vl += groups) {
             const AdjointView a = views[vl];
-            if (a.valid == 0) continue;
+            if (a.window_bins == 0) continue;
             if (a.step_y != 0) {
                 adjoint_view_pass<BT, true, Mirrored>(a, table, mirror, vl, fx0, fy0, acc_y,
                                                       macc_y);

@@ -25,11 +25,14 @@ constexpr int adjoint_tile = 16;    // pixels per tile side
 constexpr int adjoint_window = 32;  // bins staged per view and tile (≤ 25 needed)
 
 /// Per-view constants of the adjoint for one tile. The first eight words
-/// are read per (thread, view); the rest only while staging.
+/// are read per (thread, view); the rest only while staging. The tile's
+/// pixels read the bins [first_bin, first_bin + window_bins) of the view
+/// (the straddling pair of each); 0 window_bins: the view is skipped (its
+/// constants not finite, or a window wider than adjoint_window).
 struct alignas(16) AdjointView {
     float slope, cv, ku, u0;  // u(k, j) = j * cv + (k * ku + u0) ≈ (bin where p = j) − 1/2
     int kbias;                // table index = bits(u + magic) − kbias
-    int step_y, valid, first_bin;
+    int step_y, window_bins, first_bin;
     float inv, slope_c_major, c_minor, scale;
 };
 
@@ -75,8 +78,8 @@ RECON_HD AdjointView adjoint_view(const Parallel2dView& v, index_t view, index_t
         r_min = corner == 0 ? r : (r < r_min ? r : r_min);
         r_max = corner == 0 ? r : (r > r_max ? r : r_max);
     }
-    a.valid = finite && r_max - r_min <= adjoint_window - 2 ? 1 : 0;
-    a.first_bin = a.valid != 0 ? r_min : 0;
+    a.window_bins = finite && r_max - r_min <= adjoint_window - 2 ? r_max - r_min + 2 : 0;
+    a.first_bin = a.window_bins != 0 ? r_min : 0;
     a.kbias = float_bits(magic) + a.first_bin;
     return a;
 }
