@@ -59,8 +59,9 @@
 // (4 pairs left ct_256's 256 tiles ~16 warps per SM to hide latency with:
 // 24 µs, against 21 µs with 8 on an H100; 12 took ct_256 with TV from 16.6
 // to 16.2-16.3 ms).
-// Per chunk of views the block stages, for the ≤ 32 bins per view whose
-// rays can touch the tile, (y · scale, base) in shared memory. Per
+// Per chunk of views the block stages, for the bins per view whose rays
+// can touch the tile (≤ 25 in rows of 32), (y · scale, base) in shared
+// memory. Per
 // (pixel, view) a thread computes the approximate bin
 // position of the pixel (two FMAs, shared by the two pixels of a row), takes
 // the two straddling bins by the same 1.5 * 2^23 trick (their table index
