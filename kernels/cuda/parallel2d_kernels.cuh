@@ -61,8 +61,7 @@
 // to 16.2-16.3 ms).
 // Per chunk of views the block stages, for the bins per view whose rays
 // can touch the tile (≤ 25 in rows of 32), (y · scale, base) in shared
-// memory. Per
-// (pixel, view) a thread computes the approximate bin
+// memory. Per (pixel, view) a thread computes the approximate bin
 // position of the pixel (two FMAs, shared by the two pixels of a row), takes
 // the two straddling bins by the same 1.5 * 2^23 trick (their table index
 // straight from the float's bits), and evaluates both with the exact

@@ -196,8 +196,9 @@ TEST(Parallel2d, AdjointViewsTableHoldsEveryTileAndView)
 /// under the pair of bins the kernels take for it (candidate_sum's bits
 /// less kbias, and the next), and that pair inside the window. Over every
 /// tile, view and weight of rows.hpp's rows: an odd-sized image with an
-/// off-centre detector, and a mirrored one (the detector centred) whose
-/// corner tiles' windows reach past the detector.
+/// off-centre detector, and one that the GPU's adjoint of one frame takes
+/// on mirrored tiles (the detector centred), whose corner tiles' windows
+/// reach past the detector.
 TEST(Parallel2d, EveryWeightLiesInItsTilesWindow)
 {
     std::vector<double> spread;
