@@ -18,6 +18,7 @@
 
 #include "cgnr_ops.cuh"
 #include "launch.cuh"
+#include "warp_sums.cuh"
 
 namespace recon::kernels::cuda {
 
@@ -105,39 +106,6 @@ __device__ __forceinline__ void cooperative_alpha(const CgnrScalars* s, int fram
     CgnrScalars local = before;
     steps = before.status == SolveStatus::running && cgnr_scalars_alpha(local);
     alpha = static_cast<float>(local.alpha);
-}
-
-/// The sum of `count` partials of two doubles each, partial i at
-/// partials[i · stride], in one fixed order, by one warp (its `lane`):
-/// every block that calls it gets the same bits. The result is valid in
-/// lane 0.
-__device__ __forceinline__ double2 warp_sum_partials(unsigned lane, const double2* partials,
-                                                     unsigned count, unsigned stride = 1)
-{
-    // Eight loads a lane in flight together (those past the end add 0),
-    // summed in the same order as one at a time: these sums sit between a
-    // grid sync and α or β on every block's path (ct_256's one-pass step,
-    // block 0's clock on an H100: α 1.9k → 1.7k cycles, β 2.8k → 2.5k).
-    constexpr unsigned in_flight = 8;
-    double2 total{0.0, 0.0};
-    for (unsigned i = lane; i < count; i += 32 * in_flight) {
-        double2 p[in_flight];
-#pragma unroll
-        for (unsigned f = 0; f < in_flight; ++f) {
-            const unsigned at = i + 32 * f;
-            p[f] = at < count ? partials[at * stride] : double2{0.0, 0.0};
-        }
-#pragma unroll
-        for (unsigned f = 0; f < in_flight; ++f) {
-            total.x += p[f].x;
-            total.y += p[f].y;
-        }
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        total.x += __shfl_down_sync(0xffffffffu, total.x, offset);
-        total.y += __shfl_down_sync(0xffffffffu, total.y, offset);
-    }
-    return total;
 }
 
 /// The block's sum of two doubles, one from each thread (`t` its index in

@@ -6,6 +6,7 @@
 #include <thread>
 #include <tuple>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <stdexcept>
@@ -211,12 +212,15 @@ void* scratch(const Executor& exec, ScratchSlot slot, std::size_t bytes, bool ze
     return pool().get(exec, slot, bytes, zeroed);
 }
 
-ReductionScratch reduction_scratch(const Executor& exec)
+ReductionScratch reduction_scratch(const Executor& exec, long long frames, long long blocks)
 {
-    const std::size_t sums_bytes = sizeof(double) * 2 * max_frames;
-    const std::size_t bytes = sums_bytes + sizeof(unsigned) * max_frames;
-    auto* base = static_cast<unsigned char*>(scratch(exec, ScratchSlot::reduction, bytes, true));
-    return {reinterpret_cast<double*>(base), reinterpret_cast<unsigned*>(base + sums_bytes)};
+    auto* tickets = static_cast<unsigned*>(
+        scratch(exec, ScratchSlot::reduction, sizeof(unsigned) * max_frames, true));
+    // Not zeroed: every slot a reduction reads, its blocks stored first.
+    const auto slots = static_cast<std::size_t>(std::max(1LL, frames) * std::max(1LL, blocks));
+    auto* partials = static_cast<double2*>(
+        scratch(exec, ScratchSlot::reduction_partials, sizeof(double2) * slots, false));
+    return {partials, tickets};
 }
 
 }  // namespace recon::kernels::cuda

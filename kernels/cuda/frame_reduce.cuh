@@ -4,40 +4,68 @@
 // double, and hands the two sums of each frame to a finishing function run
 // once per frame on the device (so scalars never travel to the host).
 //
-// Grid: (blocks_per_frame, batch). With several blocks per frame the block
-// sums meet in double atomics; the last block to arrive (ticket counter)
-// finishes the frame and resets the accumulators to zero for the next call
-// (frame_reduce_arrive, which a product kernel's epilogue uses as well).
+// Grid: (blocks_per_frame, batch). With several blocks per frame each block
+// stores its sums in a slot of its own; the last block to arrive (ticket
+// counter) adds the frame's slots in one fixed order and finishes the frame
+// (frame_reduce_arrive, which a product kernel's epilogue uses as well), so
+// that the sums, and all that follows from them, have the same bits in
+// every run whichever block ends last.
 
 #include "launch.cuh"
+#include "warp_sums.cuh"
 
 namespace recon::kernels::cuda {
 
 constexpr int reduce_threads = 512;
 
-/// Hands one block's two sums of `frame` to the frame's total: with one
-/// block, op.finish at once; otherwise the sums meet in double atomics and
-/// the last of `blocks` blocks to arrive (ticket counter) finishes the frame
-/// and resets its accumulators to zero. One thread per block and frame.
-template <class Op>
-__device__ void frame_reduce_arrive(ReductionScratch scratch, int frame, double2 acc,
-                                    unsigned blocks, const Op& op)
+/// Adds 1 to a frame's ticket and returns its value before: release for
+/// the calling thread's stores before it (the block's partial sums), and
+/// acquire for what it and, through a warp sync, its warp read after it
+/// (the other blocks' partials, when it is the last). PTX's release and
+/// acquire through one atomic; a __threadfence() on each side is a
+/// sequentially consistent fence, slower.
+__device__ __forceinline__ unsigned take_ticket(unsigned* ticket)
 {
+    unsigned before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(ticket)
+                 : "memory");
+    return before;
+}
+
+/// Hands one block's sums of frames first .. first + frames − 1 (lane f of
+/// the calling warp holds frame first + f's two sums, frames ≤ 32) to the
+/// frames' totals: with one block, op.finish at once; otherwise the block
+/// stores them in its slots (block `block` of `blocks`), and the last of a
+/// frame's blocks to arrive (ticket counter) sums the frame's slots in
+/// block order (warp_sum_partials), resets the ticket and runs op.finish.
+/// One whole warp of each block calls it.
+template <class Op>
+__device__ void frame_reduce_arrive(ReductionScratch scratch, int first, int frames, double2 acc,
+                                    unsigned block, unsigned blocks, const Op& op)
+{
+    const unsigned lane = threadIdx.x % 32;
     if (blocks == 1) {
-        op.finish(frame, acc.x, acc.y);
+        if (lane < static_cast<unsigned>(frames)) op.finish(first + lane, acc.x, acc.y);
         return;
     }
-    double* sums = scratch.sums + 2 * frame;
-    atomicAdd(sums, acc.x);
-    atomicAdd(sums + 1, acc.y);
-    __threadfence();
-    const bool last = atomicAdd(scratch.tickets + frame, 1u) == blocks - 1;
-    if (last) {
-        __threadfence();
-        const double s0 = take_double(sums);
-        const double s1 = take_double(sums + 1);
-        scratch.tickets[frame] = 0;
-        op.finish(frame, s0, s1);
+    bool last = false;
+    if (lane < static_cast<unsigned>(frames)) {
+        const int frame = first + static_cast<int>(lane);
+        __stcg(scratch.partials + static_cast<size_type>(frame) * blocks + block, acc);
+        last = take_ticket(scratch.tickets + frame) == blocks - 1;
+    }
+    const unsigned lasts_of_block = __ballot_sync(0xffffffffu, last);
+    __syncwarp();  // orders the warp's loads below after the acquiring lane's ticket
+    for (unsigned lasts = lasts_of_block; lasts != 0; lasts &= lasts - 1) {
+        const int frame = first + __ffs(static_cast<int>(lasts)) - 1;
+        const double2 total = warp_sum_partials<true>(
+            lane, scratch.partials + static_cast<size_type>(frame) * blocks, blocks);
+        if (lane == 0) {
+            scratch.tickets[frame] = 0;
+            op.finish(frame, total.x, total.y);
+        }
     }
 }
 
@@ -60,8 +88,8 @@ __global__ void __launch_bounds__(reduce_threads)
         acc.x += v.x;
         acc.y += v.y;
     }
-    acc = block_sum2(acc, buffer);
-    if (threadIdx.x == 0) frame_reduce_arrive(scratch, frame, acc, gridDim.x, op);
+    acc = block_sum2(acc, buffer);  // in thread 0
+    if (threadIdx.x < 32) frame_reduce_arrive(scratch, frame, 1, acc, blockIdx.x, gridDim.x, op);
 }
 
 /// Queues the reduction of `batch` frames of `n` elements each.
@@ -84,8 +112,8 @@ void launch_frame_reduce(const Executor& exec, int batch, size_type n, const Op&
     if (blocks > fill) blocks = fill;
     if (blocks < 1) blocks = 1;
     const dim3 grid{static_cast<unsigned>(blocks), static_cast<unsigned>(batch)};
-    frame_reduce_kernel<<<grid, reduce_threads, 0, stream_of(exec)>>>(n, op,
-                                                                      reduction_scratch(exec));
+    frame_reduce_kernel<<<grid, reduce_threads, 0, stream_of(exec)>>>(
+        n, op, reduction_scratch(exec, batch, blocks));
     RECON_CUDA_CHECK_LAUNCH();
 }
 

@@ -80,7 +80,7 @@ SolveGraph SolveGraph::capture(const Executor& exec, const std::function<void()>
     if (exec.is_cpu()) throw std::invalid_argument{"SolveGraph::capture needs a CUDA executor"};
     const cudaStream_t stream = cuda::stream_of(exec);
     RECON_CUDA_TRY(cudaSetDevice(exec.device()));
-    cuda::reduction_scratch(exec);  // allocate outside the capture
+    cuda::reduction_scratch(exec, 1, 1);  // its zeroed tickets outside the capture
     RECON_CUDA_TRY(cudaStreamSynchronize(stream));
 
     auto impl = std::make_unique<Impl>();

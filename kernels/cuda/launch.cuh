@@ -60,17 +60,22 @@ inline unsigned blocks_for(long long work, int threads, long long cap = 1 << 20)
 /// that must grow is replaced and the old one is kept until exit, because a
 /// captured graph may still refer to it. With `zeroed`, new memory is
 /// cleared by a kernel queued on the stream (legal under graph capture).
-enum class ScratchSlot { reduction, measurement, block_sums, count_ };
+enum class ScratchSlot { reduction, reduction_partials, measurement, block_sums, count_ };
 void* scratch(const Executor& exec, ScratchSlot slot, std::size_t bytes, bool zeroed);
 
-/// Per-frame reduction accumulators (two doubles) and block tickets: sized
-/// for up to `max_frames` frames, all zero between kernels.
+/// What a reduction over many blocks needs to add its blocks' sums in one
+/// fixed order (frame_reduce_arrive): a slot for each block's two sums of
+/// each frame, and a ticket counter per frame (up to `max_frames`), zero
+/// between kernels.
 struct ReductionScratch {
-    double* sums;       // [frame][2]
+    double2* partials;  // [frame][block]
     unsigned* tickets;  // [frame]
 };
 constexpr int max_frames = 1024;
-ReductionScratch reduction_scratch(const Executor& exec);
+/// Sized for `frames` frames of `blocks` blocks each. The tickets are
+/// zeroed by a kernel when first made: the first call on a stream must not
+/// be inside a graph capture (SolveGraph::capture makes them before it).
+ReductionScratch reduction_scratch(const Executor& exec, long long frames, long long blocks);
 
 // --- device side -------------------------------------------------------------
 
@@ -99,13 +104,6 @@ __device__ __forceinline__ double2 block_sum2(double2 v, double* buffer)
         }
     }
     return v;
-}
-
-/// Reads a double written by other blocks' atomics and resets it to 0.
-__device__ __forceinline__ double take_double(double* p)
-{
-    return __longlong_as_double(
-        static_cast<long long>(atomicExch(reinterpret_cast<unsigned long long*>(p), 0ull)));
 }
 
 }  // namespace recon::kernels::cuda

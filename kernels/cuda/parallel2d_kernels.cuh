@@ -861,10 +861,12 @@ struct ReduceEpilogue {
     ReductionScratch scratch;
     int first;
 
-    /// Frame first + b's sums over the block's pixels (thread b).
-    __device__ void arrive(int b, double2 total) const
+    /// The block's sums over its pixels of frames first .. first + frames − 1
+    /// (lane b of the block's first warp holds frame first + b's).
+    __device__ void arrive(int frames, double2 total) const
     {
-        frame_reduce_arrive(scratch, first + b, total, gridDim.x * gridDim.y, op);
+        frame_reduce_arrive(scratch, first, frames, total, blockIdx.y * gridDim.x + blockIdx.x,
+                            gridDim.x * gridDim.y, op);
     }
     template <bool Mirrored>
     __device__ void after(const Parallel2dView&) const
@@ -1160,17 +1162,19 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
             if (t % 32 == 0) warp_sums[j][t / 32] = part[j];
         }
         __syncthreads();
-        if (t < BT) {
-            constexpr int frame_warps = frame_items / 32;
-            const int first_item = t * frame_items;
-            const int j = first_item / block_threads;
-            const int w0 = (first_item - j * block_threads) / 32;
+        if (t < 32) {
             double2 total{0.0, 0.0};
-            for (int w = w0; w < w0 + frame_warps; ++w) {
-                total.x += warp_sums[j][w].x;
-                total.y += warp_sums[j][w].y;
+            if (t < BT) {
+                constexpr int frame_warps = frame_items / 32;
+                const int first_item = t * frame_items;
+                const int j = first_item / block_threads;
+                const int w0 = (first_item - j * block_threads) / 32;
+                for (int w = w0; w < w0 + frame_warps; ++w) {
+                    total.x += warp_sums[j][w].x;
+                    total.y += warp_sums[j][w].y;
+                }
             }
-            epilogue.arrive(t, total);
+            epilogue.arrive(BT, total);
         }
         epilogue.template after<Mirrored>(v);
     }

@@ -483,7 +483,10 @@ void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int b
     // The dot step in the adjoint's epilogue, on each pixel's u as it is
     // stored (cgnr_ops.cuh: the same operations as cgnr_step_dots(_folded)).
     const StepDotsAt step = step_dots_at(fold, batch, d, g, e, scalars, x, fx);
-    const ReductionScratch sums = reduction_scratch(exec);
+    // A slot per frame and block: a tile per block is the most blocks.
+    const dim3 tiles = image_tiles(*sys);
+    const ReductionScratch sums =
+        reduction_scratch(exec, batch, static_cast<long long>(tiles.x) * tiles.y);
     const float* forward = parallel2d_forward_for_normal(
         exec, *sys, batch, d.data, q.data, reinterpret_cast<const float2*>(d_cache.data));
     parallel2d_adjoint(exec, *sys, batch, forward, u.data, [&](int first) {

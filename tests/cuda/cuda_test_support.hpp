@@ -88,8 +88,9 @@ inline std::pair<std::vector<float>, std::vector<FrameResult>> solve_frames(
 /// The scalars after a cooperative update-and-direction step (`got`)
 /// against the same step as two launches (`want`), frame by frame: status,
 /// iterations and α equal; ‖g‖² and β within the order of their sums in
-/// double (which differs between any two runs of a reduction, too). gᵀe
-/// cancels for random signs, so β's error scales with ‖g‖ ‖e‖ (e: [frame][pixels]).
+/// double (the two forms split the elements over their blocks differently).
+/// gᵀe cancels for random signs, so β's error scales with ‖g‖ ‖e‖ (e:
+/// [frame][pixels]).
 inline void expect_step_scalars_match(const std::vector<kernels::CgnrScalars>& got,
                                       const std::vector<kernels::CgnrScalars>& want,
                                       const std::vector<float>& e, std::size_t pixels)
