@@ -399,8 +399,8 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
     add_ct_operator_rows(table, fly, exec, config);
     const recon::CsrMatrix csr = fly.materialize();
     const recon::StoredMatrix stored{csr, recon::MatrixLayout::sliced_ell, "ct_256"};
-    // configs/ct-256.ini: regularizer = tv:5, tv_epsilon = 0.01
-    const auto tv = recon::Regularizer::parse("tv:5", 0.01);
+    // configs/ct-256.ini: regularizer = tv:25, tv_epsilon = 0.01
+    const auto tv = recon::Regularizer::parse("tv:25", 0.01);
 
     auto options = [&](recon::SolveLaunch launch) {
         recon::SolverOptions o;
