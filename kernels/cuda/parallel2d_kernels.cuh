@@ -820,11 +820,11 @@ __device__ __forceinline__ void adjoint_view_pass(const AdjointView& a,
     for (int kk = 0; kk < 2; ++kk) {
         const float kf = k0 + static_cast<float>(kk);
         const float sk = mul_rn(a.slope, kf);
-        const float uk = fma_rn(kf, a.ku, a.u0);
+        const float uk = candidate_row(a.ku, a.u0, kf);
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
             const float jf = j0 + static_cast<float>(jj);
-            const float sum = add_rn(fma_rn(jf, a.cv, uk), magic);
+            const float sum = candidate_sum_in_row(uk, a.cv, jf);
             const int bin = float_bits(sum) - a.kbias;
             float y0[BT], y1[BT], base0, base1;
             table.load(view, bin, y0, base0);

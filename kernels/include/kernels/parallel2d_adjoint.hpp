@@ -36,13 +36,27 @@ struct alignas(16) AdjointView {
     float inv, slope_c_major, c_minor, scale;
 };
 
+/// The part of u(k, j) that a row of pixels (one k) shares: k * ku + u0.
+RECON_HD float candidate_row(float slope_u, float u0, float kf)
+{
+    return fma_rn(kf, slope_u, u0);
+}
+
+/// u(k, j) + magic from the row's part (candidate_row): bits(result) −
+/// bits(magic) is the pixel's first bin (below).
+RECON_HD float candidate_sum_in_row(float row, float cv, float jf)
+{
+    return add_rn(fma_rn(jf, cv, row), magic);
+}
+
 /// The straddling bin pair of (k, j) is r, r + 1 with r = the value of
 /// bits(candidate_sum(...)) − bits(magic); the same operations for the
-/// tile's corners and for each pixel, so each pixel's r lies between the
-/// corners' (every step is monotone in k and j).
+/// tile's corners and for each pixel (the kernels take the row's part once
+/// for its two pixels), so each pixel's r lies between the corners' (every
+/// step is monotone in k and j).
 RECON_HD float candidate_sum(float slope_u, float cv, float u0, float kf, float jf)
 {
-    return add_rn(fma_rn(jf, cv, fma_rn(kf, slope_u, u0)), magic);
+    return candidate_sum_in_row(candidate_row(slope_u, u0, kf), cv, jf);
 }
 
 /// The view's constants for the tile with corner (tx0, ty0).
