@@ -483,10 +483,11 @@ void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int b
     // The dot step in the adjoint's epilogue, on each pixel's u as it is
     // stored (cgnr_ops.cuh: the same operations as cgnr_step_dots(_folded)).
     const StepDotsAt step = step_dots_at(fold, batch, d, g, e, scalars, x, fx);
-    // A slot per frame and block: a tile per block is the most blocks.
-    const dim3 tiles = image_tiles(*sys);
+    // A slot per frame and block of the adjoint's largest grid (a tile per
+    // block; mirrored tiles take half as many blocks).
+    const dim3 grid = adjoint_blocks(*sys, false);
     const ReductionScratch sums =
-        reduction_scratch(exec, batch, static_cast<long long>(tiles.x) * tiles.y);
+        reduction_scratch(exec, batch, static_cast<long long>(grid.x) * grid.y);
     const float* forward = parallel2d_forward_for_normal(
         exec, *sys, batch, d.data, q.data, reinterpret_cast<const float2*>(d_cache.data));
     parallel2d_adjoint(exec, *sys, batch, forward, u.data, [&](int first) {
