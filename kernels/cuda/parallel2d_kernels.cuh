@@ -1182,7 +1182,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
 
 template <bool WithState>
 template <bool Mirrored, int Threads, class PixelSum>
-__device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* u_out,
+__device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* /*u: not stored*/,
                                              PixelSum&& pixel_sum) const
 {
     static_assert(adjoint_tile == pair_tile && Mirrored);
@@ -1226,17 +1226,12 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* u_o
         o.x = w.x[k];
         g_k = op.g[k];
         o.u = pixel_sum(adjoint_pixel<Mirrored>(v, item));
-        u_out[k] = o.u;
         o.e = o.u;
-        if (regularized) {
-            o.e = fold_at(op.fold, 1, 0, k, o.u);
-            op.e[k] = o.e;
-        }
+        if (regularized) o.e = fold_at(op.fold, 1, 0, k, o.u);
     }
     // fx = F(x_k, x_k); x_k and d_k of the halo
     if (!owns && inside && with_fx) {
         const float f = fold_at(op.at_x, 1, 0, k);
-        op.fx[k] = f;
         fx_of[item] = f;
     }
     if constexpr (WithState) {  // (before the sync: the neighbours move them after it)

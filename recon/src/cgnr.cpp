@@ -166,7 +166,8 @@ void CgnrSolver::iterate(int k)
         // g_{k+1} = h_k + F(x_k, x_k) + α_k e_k = h_{k+1} + F(x_k, x_{k+1})
         // (F is linear in its second argument);  β_k and the stop tests;
         // d_{k+1} = −g_{k+1} + β_k d_k and the state   (one call: two to
-        // four launches)
+        // four launches; u, e and fx are scratch here, nothing reads them
+        // before the next step writes them again)
         kn::cgnr_step_one_pass(exec_, view_, params_, batch_, d_.view(), u_.view(),
                                fold(u_.view(), d_.view()), e, fx_.view(), x_.view(), h_.view(), g,
                                d_cache_.view(), scalars_.view(), prepare);

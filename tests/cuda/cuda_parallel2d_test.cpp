@@ -558,7 +558,9 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
 /// frame the rays and a cooperative adjoint that runs the whole step after
 /// its epilogue), and the same call with RECON_UPDATE_DIRECTION=cooperative
 /// (the two calls inside), against cgnr_step_normal_dots followed by
-/// cgnr_step_update_direction: u, e and fx bit for bit; the scalars within
+/// cgnr_step_update_direction: u, e and fx bit for bit where the call
+/// writes them (the one launch, on mirrored tiles at least, leaves them as
+/// they were: the solver's scratch); the scalars within
 /// the order of their sums, but for ‖g_{k+1}‖² and β of the one call, which
 /// takes them expanded from sums before the step: within the float rounding
 /// of the stored g; x, h, g, the state and d within rounding (α and β may
@@ -673,10 +675,25 @@ void expect_one_pass_matches_its_steps(const CachedFrames& frames, std::mt19937_
             };
             for (auto* run : {&one, &cooperative}) {
                 SCOPED_TRACE(run == &one ? "one call" : "cooperative step apart");
-                EXPECT_EQ(run->u.to_host(), two.u.to_host()) << "u";
+                // The one launch runs at least on mirrored tiles; elsewhere
+                // the one call may be the two calls, which write u, e and fx.
+                const bool launched =
+                    run == &one && batch == 1 && geo.name == "mirrored_tiles";
+                std::vector<std::pair<kernels::Array<float>*, kernels::Array<float>*>> products{
+                    {&run->u, &two.u}};
+                if (regularized) products.insert(products.end(), {{&run->e, &two.e},
+                                                                   {&run->fx, &two.fx}});
+                for (auto [got, want] : products) {
+                    const auto values = got->to_host();
+                    const bool untouched = std::all_of(values.begin(), values.end(),
+                                                       [](float v) { return std::isnan(v); });
+                    if (launched) {
+                        EXPECT_TRUE(untouched) << "u, e or fx stored by the one launch";
+                    } else if (run != &one || !untouched) {
+                        EXPECT_EQ(values, want->to_host()) << "u, e or fx";
+                    }
+                }
                 if (regularized) {
-                    EXPECT_EQ(run->e.to_host(), two.e.to_host()) << "e";
-                    EXPECT_EQ(run->fx.to_host(), two.fx.to_host()) << "fx";
                     expect_close(run->g.to_host(), two.g.to_host(), 1e-6, "g");
                     expect_close(run->state.to_host(), two.state.to_host(), 1e-6, "state");
                 }
