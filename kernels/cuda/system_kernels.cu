@@ -601,8 +601,7 @@ namespace {
 /// (p2::StepEpilogue says why) or its blocks cannot all be resident at once.
 template <bool WithState>
 bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
-                     float* u, const StepDotsAt& op, const StepVectors& w,
-                     const RegularizerPrepare& prepare)
+                     const StepDotsAt& op, const StepVectors& w, const RegularizerPrepare& prepare)
 {
     if (!parallel2d_adjoint_mirrored(sys)) return false;
     auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>, true>;
@@ -620,7 +619,8 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
     const p2::StepEpilogue<WithState> epilogue{op, params, w, prepare, partials,
                                                partials + 3 * blocks};
-    return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, u,
+    float* const no_output = nullptr;  // the step keeps u in registers (its scratch)
+    return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, no_output,
                               epilogue);
 }
 
@@ -643,8 +643,8 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
         const StepVectors w{u.data, e.data, regularized ? fx.data : nullptr, d.data, x.data,
                             h.data, g.data, reinterpret_cast<float2*>(cache.data)};
         if (regularized
-                ? launch_one_pass<true>(exec, sys, params, u.data, op, w, prepare)
-                : launch_one_pass<false>(exec, sys, params, u.data, op, w, prepare)) {
+                ? launch_one_pass<true>(exec, sys, params, op, w, prepare)
+                : launch_one_pass<false>(exec, sys, params, op, w, prepare)) {
             return;
         }
     }
