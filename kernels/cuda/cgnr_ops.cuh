@@ -67,23 +67,26 @@ __device__ __forceinline__ float update_at(size_type k, float alpha, const float
     return update_from(load_update(k, d, u, e, fx, x, h), k, alpha, fx != nullptr, x, h, g);
 }
 
-/// base + Σ F(p, fold.v) at element i of a frame, for a given base value.
+/// base + Σ F(p, fold.v) at element i of a frame, for a given base value
+/// (Shape: the terms the kernel is compiled for, stencils.hpp).
+template <class Shape = AnyTerms>
 __device__ __forceinline__ float fold_at(const RegularizerFold& fold, int batch, int frame,
                                          size_type i, float base)
 {
     const size_type n = fold.grid.size();
     const Pixel px = fold.grid.pixel(static_cast<index_t>(i));
-    return base + terms_apply(fold.terms, fold.state.data, batch, frame, fold.v.data + frame * n,
-                              fold.grid, px.ix, px.iy);
+    return base + terms_apply<Shape>(fold.terms, fold.state.data, batch, frame,
+                                     fold.v.data + frame * n, fold.grid, px.ix, px.iy);
 }
 
 /// out = fold.base + Σ F(p, fold.v) at element i of a frame (no base: 0).
+template <class Shape = AnyTerms>
 __device__ __forceinline__ float fold_at(const RegularizerFold& fold, int batch, int frame,
                                          size_type i)
 {
     const float base =
         fold.base.data != nullptr ? fold.base.data[frame * fold.grid.size() + i] : 0.0f;
-    return fold_at(fold, batch, frame, i, base);
+    return fold_at<Shape>(fold, batch, frame, i, base);
 }
 
 /// The dot step at element i of a frame, given u_i = (Aᵀ A d)_i. With a

@@ -418,8 +418,11 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 /// 1,440 blocks need at once, leave ptxas 40 registers: with 32 it kept two
 /// loads in flight per thread, and a system of few views (each SM one or
 /// two blocks) waited on the L2 for every second step. A thread takes its
-/// ray's constants from the system's table (v.rays) where it has one.
-template <int BT, class Acc>
+/// ray's constants from the system's table (v.rays) where it has one:
+/// Tabled, where the caller found one, the kernel is compiled without the
+/// code that makes them (ct_256 with TV, with the same for the one-pass
+/// adjoint: −0.06 ms a solve, the code an iteration runs the same).
+template <int BT, class Acc, bool Tabled>
 __global__ void __launch_bounds__(32 * ray_segments, 12)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
                            const float* __restrict__ sub, float* __restrict__ y)
@@ -427,9 +430,12 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
     __shared__ Acc partial[ray_segments][BT][32];
     const int lane = threadIdx.x % 32;
     const int segment = threadIdx.x / 32;
-    const RaySetup ray = v.rays != nullptr
-                             ? v.rays[ray_setup_entry(static_cast<index_t>(blockIdx.x), lane)]
-                             : ray_setup(v, rays_block(v, blockIdx.x), lane);
+    RaySetup ray;
+    if constexpr (Tabled) {
+        ray = v.rays[ray_setup_entry(static_cast<index_t>(blockIdx.x), lane)];
+    } else {
+        ray = ray_setup(v, rays_block(v, blockIdx.x), lane);
+    }
     const bool active = ray.row >= 0;
     Acc acc[BT];
 #pragma unroll
@@ -894,7 +900,10 @@ struct ReduceEpilogue {
 /// (H200). A tile per block (40 registers) spilled 108–172 bytes for it
 /// and went 14.13–14.17 -> 14.71–14.77 ms, slower than its two launches
 /// (adjoint, then parallel2d_step_kernel: 14.32–14.42 ms), which it takes.
-template <bool WithState>
+/// Shape: the terms it is compiled for (stencils.hpp); the code a kernel
+/// holds but does not run costs here (history v43: compiled for one TV
+/// term, ct_256 with TV 0.09 ms a solve faster, the same operations).
+template <bool WithState, class Shape = AnyTerms>
 struct StepEpilogue {
     static constexpr bool whole_step = true;
     StepDotsAt op;  // op.fold: F(x_k, d) on base u; op.at_x: F(x_k, x_k)
@@ -979,8 +988,10 @@ __device__ __forceinline__ bool adjoint_halo(const Parallel2dView& v, int j, int
 /// computed for the first tile serves the reflected pixel too, with the
 /// bin bins − 1 − b where the pixel has bin b (the reflection maps every ray
 /// of a view onto the ray of the mirrored bin of the same view); one block
-/// of 16 groups per SM.
-template <int BT, class Epilogue, bool Mirrored = false>
+/// of 16 groups per SM. Tabled: the views' constants from the system's
+/// table alone (v.adjoint_views, which the caller has checked), without the
+/// code that makes them where there is none (see parallel2d_rays_kernel).
+template <int BT, class Epilogue, bool Mirrored = false, bool Tabled = false>
 __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 2)
     parallel2d_adjoint_kernel(Parallel2dView v, const float* __restrict__ y, float* __restrict__ x,
                               Epilogue epilogue)
@@ -1025,9 +1036,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         const int count = static_cast<int>(min(static_cast<index_t>(chunk_views), v.views - chunk));
         __syncthreads();  // the previous chunk's table is no longer read
         if (t < count) {
-            views[t] = v.adjoint_views != nullptr
-                           ? v.adjoint_views[adjoint_views_entry(v, chunk + t, tx0, ty0)]
-                           : adjoint_view(v, chunk + t, tx0, ty0);
+            if (Tabled || v.adjoint_views != nullptr) {
+                views[t] = v.adjoint_views[adjoint_views_entry(v, chunk + t, tx0, ty0)];
+            } else {
+                views[t] = adjoint_view(v, chunk + t, tx0, ty0);
+            }
         }
         __syncthreads();
         // A fixed number of entries per thread, unrolled, so that each
@@ -1180,10 +1193,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
     }
 }
 
-template <bool WithState>
+template <bool WithState, class Shape>
 template <bool Mirrored, int Threads, class PixelSum>
-__device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* /*u: not stored*/,
-                                             PixelSum&& pixel_sum) const
+__device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
+                                                    float* /*u: not stored*/,
+                                                    PixelSum&& pixel_sum) const
 {
     static_assert(adjoint_tile == pair_tile && Mirrored);
     constexpr int tiles = adjoint_block_tiles<Mirrored>;
@@ -1192,7 +1206,7 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* /*u
     constexpr int halo = 2 * adjoint_tile * tiles;
     static_assert(2 * pixels <= Threads && halo <= pixels);
     __shared__ CgnrScalars before;  // the frame's; then with the dot step's f and gᵀd
-    __shared__ float alpha, beta, fx_of[pixels];
+    __shared__ float alpha, beta, fx_of[WithState ? pixels : 1];
     __shared__ bool steps, moves, cancels;
     __shared__ double2 warp_dots[pixel_warps][3];
     __shared__ double2 grid_dots[3];  // the sums of every block's warp_dots
@@ -1202,7 +1216,10 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* /*u
     const unsigned blocks = gridDim.x * gridDim.y;
     const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
     const index_t nx = v.nx, ny = v.ny;
-    const bool regularized = op.e != nullptr;
+    // (WithState wherever the fold has terms, launch_one_pass: without, the
+    // terms' code is not compiled in; ct_256 without a regularizer 0.08 ms
+    // a solve faster for it, history v43)
+    const bool regularized = WithState && op.e != nullptr;
     const bool with_fx = regularized && op.fx != nullptr;
     // Threads [0, pixels) own a pixel each; [pixels, 2 pixels) form fx of
     // the same pixels, and the first of them x_{k+1} of the halo.
@@ -1227,11 +1244,11 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* /*u
         g_k = op.g[k];
         o.u = pixel_sum(adjoint_pixel<Mirrored>(v, item));
         o.e = o.u;
-        if (regularized) o.e = fold_at(op.fold, 1, 0, k, o.u);
+        if (regularized) o.e = fold_at<Shape>(op.fold, 1, 0, k, o.u);
     }
     // fx = F(x_k, x_k); x_k and d_k of the halo
     if (!owns && inside && with_fx) {
-        const float f = fold_at(op.at_x, 1, 0, k);
+        const float f = fold_at<Shape>(op.at_x, 1, 0, k);
         fx_of[item] = f;
     }
     if constexpr (WithState) {  // (before the sync: the neighbours move them after it)
@@ -1344,8 +1361,8 @@ __device__ void StepEpilogue<WithState>::run(const Parallel2dView& v, float* /*u
             // forward_gradient's operations
             const float gx = at.ix + 1 < nx ? near[ly][lx + 1] - here : 0.0f;
             const float gy = at.iy + 1 < ny ? near[ly + 1][lx] - here : 0.0f;
-            terms_prepare_at(prepare.terms, prepare.state.data, static_cast<size_type>(nx) * ny,
-                             k, here, gx, gy);
+            terms_prepare_at<Shape>(prepare.terms, prepare.state.data,
+                                    static_cast<size_type>(nx) * ny, k, here, gx, gy);
         }
     }
     // d = −g + β d and its pair images

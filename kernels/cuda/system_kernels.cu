@@ -161,6 +161,19 @@ dim3 image_tiles(const Parallel2dView& sys, int frames = 1)
             static_cast<unsigned>(adjoint_tiles(sys.ny)), static_cast<unsigned>(frames)};
 }
 
+/// p2::parallel2d_rays_kernel<BT, Acc> on `grid` blocks, compiled for the
+/// system's rays table where it has one.
+template <int BT, class Acc>
+void launch_rays(const Parallel2dView& sys, unsigned grid, cudaStream_t stream,
+                 const float2* pairs, const float* sub, float* y)
+{
+    constexpr int threads = 32 * ray_segments;
+    auto kernel = sys.rays != nullptr ? p2::parallel2d_rays_kernel<BT, Acc, true>
+                                      : p2::parallel2d_rays_kernel<BT, Acc, false>;
+    kernel<<<grid, threads, 0, stream>>>(sys, pairs, sub, y);
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
 /// y = A x (or A x − sub, a frame at a time, sums in double) for `batch`
 /// frames: per chunk of frames the staged-lines kernel where lines_plan
 /// takes it, else the pair images (into `pairs`, room for min(batch, 4)
@@ -175,7 +188,6 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
     if (m == 0) return;
     const cudaStream_t stream = stream_of(exec);
     const unsigned rays_grid = static_cast<unsigned>(ray_blocks(sys));
-    constexpr int ray_threads = 32 * ray_segments;
     auto make_pairs = [&](const float* xb, int frames) {
         if (n == 0) return;
         p2::parallel2d_pairs_kernel<<<image_tiles(sys, frames), dim3{p2::pair_tile, p2::pair_tile},
@@ -186,9 +198,7 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
         for (int b = 0; b < batch; ++b) {
             const size_type mb = static_cast<size_type>(b) * m;
             make_pairs(x + static_cast<size_type>(b) * n, 1);
-            p2::parallel2d_rays_kernel<1, double><<<rays_grid, ray_threads, 0, stream>>>(
-                sys, pairs, sub + mb, y + mb);
-            RECON_CUDA_CHECK_LAUNCH();
+            launch_rays<1, double>(sys, rays_grid, stream, pairs, sub + mb, y + mb);
         }
         return;
     }
@@ -206,9 +216,7 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
         } else {
             make_pairs(xb, BT);
         }
-        p2::parallel2d_rays_kernel<BT, float><<<rays_grid, ray_threads, 0, stream>>>(
-            sys, rays_from, nullptr, yb);
-        RECON_CUDA_CHECK_LAUNCH();
+        launch_rays<BT, float>(sys, rays_grid, stream, rays_from, nullptr, yb);
     });
 }
 
@@ -596,15 +604,18 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
 namespace {
 
 /// The rays from the kept pair images, then the mirrored adjoint of one
-/// frame with p2::StepEpilogue as one cooperative launch; false, and
-/// nothing queued, where the adjoint takes a tile per block
-/// (p2::StepEpilogue says why) or its blocks cannot all be resident at once.
-template <bool WithState>
+/// frame with p2::StepEpilogue as one cooperative launch, compiled for the
+/// system's views table (Tabled) and the terms' Shape; false, and nothing
+/// queued, where the adjoint takes a tile per block (p2::StepEpilogue says
+/// why), the system has no views table (an image or view count beyond
+/// parallel2d_table_max_bytes) or its blocks cannot all be resident at
+/// once.
+template <bool WithState, class Shape = AnyTerms>
 bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
                      const StepDotsAt& op, const StepVectors& w, const RegularizerPrepare& prepare)
 {
-    if (!parallel2d_adjoint_mirrored(sys)) return false;
-    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState>, true>;
+    if (!parallel2d_adjoint_mirrored(sys) || sys.adjoint_views == nullptr) return false;
+    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState, Shape>, true, true>;
     constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, true>;
     const dim3 grid = adjoint_blocks(sys, true);
     const unsigned threads = p2::adjoint_threads<1, true>;
@@ -617,7 +628,7 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     auto* partials = static_cast<double2*>(
         scratch(exec, ScratchSlot::block_sums, 4 * sizeof(double2) * blocks, false));
     const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
-    const p2::StepEpilogue<WithState> epilogue{op, params, w, prepare, partials,
+    const p2::StepEpilogue<WithState, Shape> epilogue{op, params, w, prepare, partials,
                                                partials + 3 * blocks};
     float* const no_output = nullptr;  // the step keeps u in registers (its scratch)
     return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, no_output,
@@ -642,11 +653,21 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
         const StepDotsAt op = step_dots_at(fold, batch, in(d), in(g), e, scalars, in(x), fx);
         const StepVectors w{u.data, e.data, regularized ? fx.data : nullptr, d.data, x.data,
                             h.data, g.data, reinterpret_cast<float2*>(cache.data)};
-        if (regularized
-                ? launch_one_pass<true>(exec, sys, params, op, w, prepare)
-                : launch_one_pass<false>(exec, sys, params, op, w, prepare)) {
-            return;
+        const auto one_tv = [](const RegularizerTerms& t) {
+            return t.count == 1 && t.term[0].kind == RegularizerKind::tv;
+        };
+        bool launched = false;
+        if (!regularized) {
+            launched = launch_one_pass<false>(exec, sys, params, op, w, prepare);
+        } else if (one_tv(fold.terms) && one_tv(prepare.terms)) {
+            // the configs' regularizer, compiled apart (stencils.hpp's
+            // OneTerm; p2::StepEpilogue says what it gains)
+            launched = launch_one_pass<true, OneTerm<RegularizerKind::tv>>(exec, sys, params, op,
+                                                                         w, prepare);
+        } else {
+            launched = launch_one_pass<true>(exec, sys, params, op, w, prepare);
         }
+        if (launched) return;
     }
     cuda::cgnr_step_normal_dots(exec, system, batch, in(d), u, {}, fold, in(g), e, scalars, in(x),
                                 fx, in(cache));

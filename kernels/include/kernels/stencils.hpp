@@ -5,6 +5,7 @@
 // or interleaved pixel by pixel (the persistent kernel's shared memory).
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/common.hpp"
 #include "kernels/regularizer_views.hpp"
@@ -72,44 +73,91 @@ RECON_HD float weighted_dtd(StridedImage v, StridedImage w, ImageGrid g, index_t
     return sum;
 }
 
-/// The state a stateful term keeps at a pixel where p is `here` and p's
-/// forward differences are (gx, gy) (forward_gradient): the TV diffusivity
-/// 1/sqrt(|Dp|² + eps²), or the sign-constraint weight.
+/// The state a stateful term of kind Kind keeps at a pixel where p is
+/// `here` and p's forward differences are (gx, gy) (forward_gradient): the
+/// TV diffusivity 1/sqrt(|Dp|² + eps²), or the sign-constraint weight.
+template <RegularizerKind Kind>
+RECON_HD float term_state_as(const RegularizerTerm& t, float here, float gx, float gy)
+{
+    if constexpr (Kind == RegularizerKind::tv) {
+        return 1.0f / sqrtf(gx * gx + gy * gy + t.epsilon * t.epsilon);
+    } else if constexpr (Kind == RegularizerKind::nonneg) {
+        return here < 0.0f ? 1.0f : 0.0f;
+    } else if constexpr (Kind == RegularizerKind::nonpos) {
+        return here > 0.0f ? 1.0f : 0.0f;
+    } else {
+        return 0.0f;
+    }
+}
+
+/// term_state_as for the term's own kind.
 RECON_HD float term_state(const RegularizerTerm& t, float here, float gx, float gy)
 {
     switch (t.kind) {
-    case RegularizerKind::tv: return 1.0f / sqrtf(gx * gx + gy * gy + t.epsilon * t.epsilon);
-    case RegularizerKind::nonneg: return here < 0.0f ? 1.0f : 0.0f;
-    case RegularizerKind::nonpos: return here > 0.0f ? 1.0f : 0.0f;
+    case RegularizerKind::tv: return term_state_as<RegularizerKind::tv>(t, here, gx, gy);
+    case RegularizerKind::nonneg: return term_state_as<RegularizerKind::nonneg>(t, here, gx, gy);
+    case RegularizerKind::nonpos: return term_state_as<RegularizerKind::nonpos>(t, here, gx, gy);
     default: return 0.0f;
     }
 }
 
-/// F_t(p, v) at pixel (ix, iy); `state` is this term's state image of the
-/// frame (unused by stateless terms).
+/// F_t(p, v) at pixel (ix, iy) for a term of kind Kind; `state` is this
+/// term's state image of the frame (unused by stateless terms).
+template <RegularizerKind Kind>
+RECON_HD float term_apply_as(const RegularizerTerm& t, StridedImage state, StridedImage v,
+                             ImageGrid g, index_t ix, index_t iy)
+{
+    const index_t i = iy * g.nx + ix;
+    if constexpr (Kind == RegularizerKind::tikhonov) {
+        return t.weight * v[i];
+    } else if constexpr (Kind == RegularizerKind::laplacian) {
+        return t.weight * weighted_dtd(v, {nullptr, 0}, g, ix, iy);
+    } else if constexpr (Kind == RegularizerKind::tv) {
+        return t.weight * weighted_dtd(v, state, g, ix, iy);
+    } else {  // nonneg, nonpos
+        return t.weight * state[i] * v[i];
+    }
+}
+
+/// term_apply_as for the term's own kind.
 RECON_HD float term_apply(const RegularizerTerm& t, StridedImage state, StridedImage v,
                           ImageGrid g, index_t ix, index_t iy)
 {
-    const index_t i = iy * g.nx + ix;
+    using K = RegularizerKind;
     switch (t.kind) {
-    case RegularizerKind::tikhonov: return t.weight * v[i];
-    case RegularizerKind::laplacian: return t.weight * weighted_dtd(v, {nullptr, 0}, g, ix, iy);
-    case RegularizerKind::tv: return t.weight * weighted_dtd(v, state, g, ix, iy);
-    case RegularizerKind::nonneg:
-    case RegularizerKind::nonpos: return t.weight * state[i] * v[i];
+    case K::tikhonov: return term_apply_as<K::tikhonov>(t, state, v, g, ix, iy);
+    case K::laplacian: return term_apply_as<K::laplacian>(t, state, v, g, ix, iy);
+    case K::tv: return term_apply_as<K::tv>(t, state, v, g, ix, iy);
+    case K::nonneg: return term_apply_as<K::nonneg>(t, state, v, g, ix, iy);
+    case K::nonpos: return term_apply_as<K::nonpos>(t, state, v, g, ix, iy);
     }
     return 0.0f;
 }
 
 // One term, the usual configuration, takes a path of its own below with
-// the loop's operations (so the same bits) by a fixed index: in a kernel a
-// loop over a count known only at run time indexes the kernel's parameters
-// (the terms) dynamically, and those loads waited on the constant cache in
-// every iteration's step (ct_256 with TV, one term: −0.1 ms a solve).
+// the loop's operations by a fixed index: in a kernel a loop over a count
+// known only at run time indexes the kernel's parameters (the terms)
+// dynamically, and those loads waited on the constant cache in every
+// iteration's step (ct_256 with TV, one term: −0.1 ms a solve). A kernel
+// may also be compiled for one term of a given kind (Shape OneTerm<Kind>;
+// AnyTerms: whatever the terms say at run time), without the other kinds'
+// code and tests.
+
+/// The terms a kernel is compiled for: any count and kinds.
+struct AnyTerms {};
+/// Exactly one term, of kind Kind (the caller has checked).
+template <RegularizerKind Kind>
+struct OneTerm {
+    static constexpr RegularizerKind kind = Kind;
+};
+template <class Shape>
+constexpr bool is_one_term = !std::is_same_v<Shape, AnyTerms>;
 
 /// Whether any term's state takes p's forward differences.
+template <class Shape = AnyTerms>
 RECON_HD bool terms_need_gradient(const RegularizerTerms& terms)
 {
+    if constexpr (is_one_term<Shape>) return state_needs_gradient(Shape::kind);
     if (terms.count == 1) return state_needs_gradient(terms.term[0].kind);
     bool any = false;
     for (int t = 0; t < terms.count; ++t) any |= state_needs_gradient(terms.term[t].kind);
@@ -118,9 +166,16 @@ RECON_HD bool terms_need_gradient(const RegularizerTerms& terms)
 
 /// Every stateful term's state at one pixel, from p there (`here`) and p's
 /// forward differences there: slot s at state[s · slots + at].
+template <class Shape = AnyTerms>
 RECON_HD void terms_prepare_at(const RegularizerTerms& terms, float* state, size_type slots,
                                size_type at, float here, float gx, float gy)
 {
+    if constexpr (is_one_term<Shape>) {
+        if (needs_state(Shape::kind)) {
+            state[at] = term_state_as<Shape::kind>(terms.term[0], here, gx, gy);
+        }
+        return;
+    }
     if (terms.count == 1) {
         const RegularizerTerm& term = terms.term[0];
         if (needs_state(term.kind)) state[at] = term_state(term, here, gx, gy);
@@ -159,9 +214,16 @@ RECON_HD StridedImage term_state_image(const RegularizerTerm& term, const float*
 
 /// Σ_t F_t(p, v) at pixel (ix, iy) of frame `frame`: `state` holds every
 /// stateful term's slot as terms_prepare wrote it, `v` is the frame's image.
+template <class Shape = AnyTerms>
 RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, BatchLayout layout,
                            int frame, StridedImage v, ImageGrid g, index_t ix, index_t iy)
 {
+    if constexpr (is_one_term<Shape>) {  // the loop's operations: 0 + F
+        const RegularizerTerm& term = terms.term[0];
+        const StridedImage own =
+            needs_state(Shape::kind) ? layout.of(state, frame) : StridedImage{nullptr, 0};
+        return 0.0f + term_apply_as<Shape::kind>(term, own, v, g, ix, iy);
+    }
     if (terms.count == 1) {  // the loop's operations: 0 + F
         const RegularizerTerm& term = terms.term[0];
         return 0.0f + term_apply(term, term_state_image(term, state, layout, frame), v, g, ix, iy);
@@ -186,11 +248,12 @@ RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, int bat
                   iy);
 }
 
+template <class Shape = AnyTerms>
 RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, int batch,
                            int frame, const float* v, ImageGrid g, index_t ix, index_t iy)
 {
-    return terms_apply(terms, state, frame_major(batch, g.size()), frame, StridedImage{v, 1}, g,
-                       ix, iy);
+    return terms_apply<Shape>(terms, state, frame_major(batch, g.size()), frame,
+                              StridedImage{v, 1}, g, ix, iy);
 }
 
 }  // namespace recon::kernels
