@@ -204,12 +204,12 @@ RECON_HD void terms_prepare(const RegularizerTerms& terms, float* state, BatchLa
     terms_prepare_at(terms, state, layout.image, layout.at(frame, i), p[i], gx, gy);
 }
 
-/// The state image a term reads: frame `frame` of the slot at `slot`, or
-/// none for a stateless term.
-RECON_HD StridedImage term_state_image(const RegularizerTerm& term, const float* slot,
+/// The state image a term of kind `kind` reads: frame `frame` of the slot
+/// at `slot`, or none for a stateless term.
+RECON_HD StridedImage term_state_image(RegularizerKind kind, const float* slot,
                                        BatchLayout layout, int frame)
 {
-    return needs_state(term.kind) ? layout.of(slot, frame) : StridedImage{nullptr, 0};
+    return needs_state(kind) ? layout.of(slot, frame) : StridedImage{nullptr, 0};
 }
 
 /// Σ_t F_t(p, v) at pixel (ix, iy) of frame `frame`: `state` holds every
@@ -220,19 +220,20 @@ RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, Ba
 {
     if constexpr (is_one_term<Shape>) {  // the loop's operations: 0 + F
         const RegularizerTerm& term = terms.term[0];
-        const StridedImage own =
-            needs_state(Shape::kind) ? layout.of(state, frame) : StridedImage{nullptr, 0};
-        return 0.0f + term_apply_as<Shape::kind>(term, own, v, g, ix, iy);
+        return 0.0f + term_apply_as<Shape::kind>(
+                          term, term_state_image(Shape::kind, state, layout, frame), v, g, ix, iy);
     }
     if (terms.count == 1) {  // the loop's operations: 0 + F
         const RegularizerTerm& term = terms.term[0];
-        return 0.0f + term_apply(term, term_state_image(term, state, layout, frame), v, g, ix, iy);
+        return 0.0f + term_apply(term, term_state_image(term.kind, state, layout, frame), v, g,
+                                 ix, iy);
     }
     float sum = 0.0f;
     size_type slot = 0;
     for (int t = 0; t < terms.count; ++t) {
         const RegularizerTerm& term = terms.term[t];
-        const StridedImage sb = term_state_image(term, state + slot * layout.image, layout, frame);
+        const StridedImage sb =
+            term_state_image(term.kind, state + slot * layout.image, layout, frame);
         if (needs_state(term.kind)) ++slot;
         sum += term_apply(term, sb, v, g, ix, iy);
     }
