@@ -554,6 +554,17 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
     }
 }
 
+/// Whether cgnr_step_one_pass takes its one launch on these frames, by
+/// the library's rule: one frame whose adjoint takes mirrored tiles (nx a
+/// multiple of 32, ny of 16, the detector centred) on a system with its
+/// views table (the tests' images leave every block resident at once).
+bool expects_one_launch(const CachedFrames& frames)
+{
+    const auto& v = std::get<kernels::Parallel2dView>(frames.gpu_view);
+    return frames.batch == 1 && v.center_offset == 0.0f && v.nx % 32 == 0 && v.ny % 16 == 0 &&
+           v.adjoint_views != nullptr;
+}
+
 /// The fused form's iteration in one call (cgnr_step_one_pass: for one
 /// frame the rays and a cooperative adjoint that runs the whole step after
 /// its epilogue), and the same call with RECON_UPDATE_DIRECTION=cooperative
@@ -575,17 +586,6 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
 /// the sums before the step keeps less than 2^-10 of its terms: the one
 /// call sums ‖g‖² and gᵀe over the new g instead (after a second grid
 /// sync), within the order of the sums of the steps apart.
-/// Whether cgnr_step_one_pass takes its one launch on these frames, by
-/// the library's rule: one frame whose adjoint takes mirrored tiles (nx a
-/// multiple of 32, ny of 16, the detector centred) on a system with its
-/// views table (the tests' images leave every block resident at once).
-bool expects_one_launch(const CachedFrames& frames)
-{
-    const auto& v = std::get<kernels::Parallel2dView>(frames.gpu_view);
-    return frames.batch == 1 && v.center_offset == 0.0f && v.nx % 32 == 0 && v.ny % 16 == 0 &&
-           v.adjoint_views != nullptr;
-}
-
 void expect_one_pass_matches_its_steps(const CachedFrames& frames, std::mt19937_64& rng,
                                        bool cancels = false)
 {

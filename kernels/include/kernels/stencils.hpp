@@ -153,12 +153,53 @@ struct OneTerm {
 template <class Shape>
 constexpr bool is_one_term = !std::is_same_v<Shape, AnyTerms>;
 
+/// Whether the terms take the one-term path: always for OneTerm (the rest
+/// is not compiled in), else where there is one term.
+template <class Shape>
+RECON_HD bool takes_one_term(const RegularizerTerms& terms)
+{
+    return is_one_term<Shape> || terms.count == 1;
+}
+
+/// Term 0's kind, fixed when compiling for OneTerm.
+template <class Shape>
+RECON_HD RegularizerKind first_term_kind(const RegularizerTerms& terms)
+{
+    if constexpr (is_one_term<Shape>) {
+        return Shape::kind;
+    } else {
+        return terms.term[0].kind;
+    }
+}
+
+/// term_state of term 0, its kind fixed when compiling for OneTerm.
+template <class Shape>
+RECON_HD float first_term_state(const RegularizerTerms& terms, float here, float gx, float gy)
+{
+    if constexpr (is_one_term<Shape>) {
+        return term_state_as<Shape::kind>(terms.term[0], here, gx, gy);
+    } else {
+        return term_state(terms.term[0], here, gx, gy);
+    }
+}
+
+/// term_apply of term 0, its kind fixed when compiling for OneTerm.
+template <class Shape>
+RECON_HD float first_term_apply(const RegularizerTerms& terms, StridedImage state, StridedImage v,
+                                ImageGrid g, index_t ix, index_t iy)
+{
+    if constexpr (is_one_term<Shape>) {
+        return term_apply_as<Shape::kind>(terms.term[0], state, v, g, ix, iy);
+    } else {
+        return term_apply(terms.term[0], state, v, g, ix, iy);
+    }
+}
+
 /// Whether any term's state takes p's forward differences.
 template <class Shape = AnyTerms>
 RECON_HD bool terms_need_gradient(const RegularizerTerms& terms)
 {
-    if constexpr (is_one_term<Shape>) return state_needs_gradient(Shape::kind);
-    if (terms.count == 1) return state_needs_gradient(terms.term[0].kind);
+    if (takes_one_term<Shape>(terms)) return state_needs_gradient(first_term_kind<Shape>(terms));
     bool any = false;
     for (int t = 0; t < terms.count; ++t) any |= state_needs_gradient(terms.term[t].kind);
     return any;
@@ -170,15 +211,10 @@ template <class Shape = AnyTerms>
 RECON_HD void terms_prepare_at(const RegularizerTerms& terms, float* state, size_type slots,
                                size_type at, float here, float gx, float gy)
 {
-    if constexpr (is_one_term<Shape>) {
-        if (needs_state(Shape::kind)) {
-            state[at] = term_state_as<Shape::kind>(terms.term[0], here, gx, gy);
+    if (takes_one_term<Shape>(terms)) {
+        if (needs_state(first_term_kind<Shape>(terms))) {
+            state[at] = first_term_state<Shape>(terms, here, gx, gy);
         }
-        return;
-    }
-    if (terms.count == 1) {
-        const RegularizerTerm& term = terms.term[0];
-        if (needs_state(term.kind)) state[at] = term_state(term, here, gx, gy);
         return;
     }
     size_type slot = 0;
@@ -218,15 +254,10 @@ template <class Shape = AnyTerms>
 RECON_HD float terms_apply(const RegularizerTerms& terms, const float* state, BatchLayout layout,
                            int frame, StridedImage v, ImageGrid g, index_t ix, index_t iy)
 {
-    if constexpr (is_one_term<Shape>) {  // the loop's operations: 0 + F
-        const RegularizerTerm& term = terms.term[0];
-        return 0.0f + term_apply_as<Shape::kind>(
-                          term, term_state_image(Shape::kind, state, layout, frame), v, g, ix, iy);
-    }
-    if (terms.count == 1) {  // the loop's operations: 0 + F
-        const RegularizerTerm& term = terms.term[0];
-        return 0.0f + term_apply(term, term_state_image(term.kind, state, layout, frame), v, g,
-                                 ix, iy);
+    if (takes_one_term<Shape>(terms)) {  // the loop's operations: 0 + F
+        const StridedImage own =
+            term_state_image(first_term_kind<Shape>(terms), state, layout, frame);
+        return 0.0f + first_term_apply<Shape>(terms, own, v, g, ix, iy);
     }
     float sum = 0.0f;
     size_type slot = 0;
