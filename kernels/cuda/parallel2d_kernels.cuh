@@ -226,24 +226,6 @@ __device__ __forceinline__ void write_pairs(const Parallel2dView& v, const PairT
     }
 }
 
-/// Pixel (ix, iy)'s value in one frame's pair images (`rows`, then the
-/// columns): the first half of its own entry and the second half of the
-/// entry before it, in its row and in its column. The other halves are its
-/// neighbours' (their owners write them) or the edges' zeros, which stay
-/// as parallel2d_pairs_kernel made them.
-__device__ __forceinline__ void put_pixel_in_pairs(const Parallel2dView& v, float2* rows,
-                                                   index_t ix, index_t iy, float value)
-{
-    const index_t nx = v.nx, ny = v.ny;
-    float* row = reinterpret_cast<float*>(rows + static_cast<size_type>(iy) * (nx + 3));
-    float* col = reinterpret_cast<float*>(rows + static_cast<size_type>(ny) * (nx + 3) +
-                                          static_cast<size_type>(ix) * (ny + 3));
-    row[2 * (ix + 2)] = value;
-    row[2 * (ix + 1) + 1] = value;
-    col[2 * (iy + 2)] = value;
-    col[2 * (iy + 1) + 1] = value;
-}
-
 /// The pair images of `frames` frames (blockIdx.z) of x; a block of
 /// pair_tile x pair_tile threads transposes one tile through shared memory
 /// (with a one-pixel halo).
@@ -794,14 +776,20 @@ struct MirrorTable {
     float y[adjoint_chunk<1>][adjoint_window];
 };
 
+/// The view groups' sums after the view loop: per (tile, group, quad,
+/// frame) the group's 64 places, then 8 floats apart, so that a warp's
+/// pixels (two tile rows: 4 quads x 8 places, adjoint_pixel) fall on 32
+/// banks.
+constexpr int adjoint_sums_stride = adjoint_group_threads + 8;
+
 /// Dynamic shared memory of parallel2d_adjoint_kernel<BT, ., Mirrored>: the
 /// table and (Mirrored) the mirror table (after the last chunk the view
 /// groups' sums in their place), then the chunk's views.
 template <int BT, bool Mirrored = false>
 constexpr std::size_t adjoint_table_bytes()
 {
-    const std::size_t sums = sizeof(float) * adjoint_groups<BT, Mirrored> * 64 * 4 * BT *
-                             adjoint_block_tiles<Mirrored>;
+    const std::size_t sums = sizeof(float) * adjoint_groups<BT, Mirrored> * adjoint_sums_stride *
+                             4 * BT * adjoint_block_tiles<Mirrored>;
     const std::size_t table = sizeof(AdjointTable<BT>) + (Mirrored ? sizeof(MirrorTable) : 0);
     return ((table > sums ? table : sums) + 15) / 16 * 16;
 }
@@ -888,16 +876,16 @@ struct ReduceEpilogue {
 /// stores its sums of dᵀe and gᵀd and, with p = h + fx, of pᵀe, eᵀe and
 /// pᵀp. After it every block sums them in one fixed order and takes α and,
 /// expanded (g_{k+1} = p + α e: cgnr_scalars_end_expanded), β; then x, h,
-/// g and d of its pixels move, d into the pair images pixel by pixel
-/// (put_pixel_in_pairs), and WithState the state of x_{k+1} is made from
-/// the tile's new x and its halo's, formed from x_k and d_k loaded before
-/// the sync. Where the expansion cancels (for every block alike: the same
-/// sums), gᵀe and ‖g‖² are summed over the new g after a second sync
-/// (cooperative_beta). The same operations as the adjoint with
-/// ReduceEpilogue<StepDotsAt> followed by parallel2d_step_kernel, but for
-/// the order of the dot step's sums and β from the expansion. One sync
-/// where there were two: ct_256 with TV 12.37–12.39 -> 12.01–12.05 ms
-/// (H200). A tile per block (40 registers) spilled 108–172 bytes for it
+/// g and d of its pixels move, d through shared memory into the pair
+/// images a tile line at a time (put_tiles_in_pairs), and WithState the
+/// state of x_{k+1} is made from the tile's new x and its halo's, formed
+/// from x_k and d_k loaded before the sync. Where the expansion cancels
+/// (for every block alike: the same sums), gᵀe and ‖g‖² are summed over
+/// the new g after a second sync (cooperative_beta). The same operations
+/// as the adjoint with ReduceEpilogue<StepDotsAt> followed by
+/// parallel2d_step_kernel, but for the order of the dot step's sums and β
+/// from the expansion. One sync where there were two: ct_256 with TV
+/// 12.37–12.39 -> 12.01–12.05 ms (H200). A tile per block (40 registers) spilled 108–172 bytes for it
 /// and went 14.13–14.17 -> 14.71–14.77 ms, slower than its two launches
 /// (adjoint, then parallel2d_step_kernel: 14.32–14.42 ms), which it takes.
 /// Shape: the terms it is compiled for (stencils.hpp); the code a kernel
@@ -936,10 +924,14 @@ __device__ __forceinline__ void adjoint_tile_corner(const Parallel2dView& v, int
 }
 
 /// Item p (below 256 · tiles) of an adjoint block's pixels after the view
-/// loop: tile p / 256 and, in it, the view groups' sums' quad (p % 256) /
-/// 64 and place p % 64; the pixel, and where the groups' sums of it lie.
-/// The reflected tile's pixel (lx, ly) is the reflection of the first
-/// tile's (15 − lx, 15 − ly): quad 3 − quad, place 63 − place.
+/// loop: tile p / 256 and, in it, the pixel (lx, ly) = (p % 16, p % 256 /
+/// 16), so that a warp's 32 items are two tile rows (its loads and stores
+/// of the images two runs of 64 bytes; as the view groups' 2 x 2 quads
+/// they spanned four rows at every other pixel, history v44); the pixel,
+/// and where the groups' sums of it lie: the thread (place) (ly / 2) * 8 +
+/// lx / 2 of each group, its quad (ly % 2) * 2 + lx % 2. The reflected
+/// tile's pixel (lx, ly) is the reflection of the first tile's (15 − lx,
+/// 15 − ly): quad 3 − quad, place 63 − place.
 struct AdjointPixel {
     int tile, from_quad, from_place;
     index_t x0, y0;  // the tile's corner
@@ -953,11 +945,12 @@ __device__ __forceinline__ AdjointPixel adjoint_pixel(const Parallel2dView& v, i
     constexpr int group_threads = adjoint_group_threads;
     AdjointPixel a;
     a.tile = Mirrored ? p / tile_pixels : 0;
-    const int quad = (p - a.tile * tile_pixels) / group_threads;
-    const int place = p - a.tile * tile_pixels - quad * group_threads;
+    const int lx = p % adjoint_tile, ly = (p - a.tile * tile_pixels) / adjoint_tile;
+    const int quad = (ly % 2) * 2 + lx % 2;
+    const int place = (ly / 2) * 8 + lx / 2;
     adjoint_tile_corner<Mirrored>(v, a.tile, a.x0, a.y0);
-    a.ix = a.x0 + (place % 8) * 2 + quad % 2;
-    a.iy = a.y0 + (place / 8) * 2 + quad / 2;
+    a.ix = a.x0 + lx;
+    a.iy = a.y0 + ly;
     a.from_quad = a.tile == 0 ? quad : 3 - quad;
     a.from_place = a.tile == 0 ? place : group_threads - 1 - place;
     return a;
@@ -977,6 +970,43 @@ __device__ __forceinline__ bool adjoint_halo(const Parallel2dView& v, int j, int
     static_assert(adjoint_tile == pair_tile);
     pair_tile_halo(r, x0, y0, hx, hy);
     return hx < v.nx && hy < v.ny;
+}
+
+/// The block's tiles of one frame (no halo) into its pair images (`rows`,
+/// then the columns): each pixel is the first half of its own entry and
+/// the second half of the entry before it, in its row and in its column,
+/// so a tile line's 16 pixels are 32 consecutive floats of the image line
+/// (floats 2 x0 + 3 ... 2 x0 + 34, lane l: pixel x0 + l / 2), one warp's
+/// store. The other halves of the tile's first and past-last entries are
+/// the neighbours' (their blocks write them) or the edges' zeros, which
+/// stay as parallel2d_pairs_kernel made them. After a barrier that follows
+/// the tiles' last store; every thread of the block (Threads) calls it.
+/// Pixel by pixel, each column store of a warp's 8 x 4 pixels touched 8
+/// lines, and their drain held the one-pass adjoint's exit: ct_256 0.4–0.5
+/// ms a solve slower (history v44).
+template <bool Mirrored, int Threads>
+__device__ __forceinline__ void put_tiles_in_pairs(
+    const Parallel2dView& v, float2* rows, const PairTile (&tiles)[adjoint_block_tiles<Mirrored>])
+{
+    static_assert(2 * pair_tile == 32 && adjoint_tile == pair_tile);
+    constexpr int lines = adjoint_block_tiles<Mirrored> * 2 * pair_tile;  // rows, then columns
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const index_t nx = v.nx, ny = v.ny;
+    for (int line = static_cast<int>(threadIdx.x / 32); line < lines; line += Threads / 32) {
+        const int tile = line / (2 * pair_tile), r = line % pair_tile;
+        const bool column = line % (2 * pair_tile) >= pair_tile;
+        index_t x0 = 0, y0 = 0;
+        adjoint_tile_corner<Mirrored>(v, tile, x0, y0);
+        const index_t ix = column ? x0 + r : x0 + lane / 2;
+        const index_t iy = column ? y0 + lane / 2 : y0 + r;
+        if (ix >= nx || iy >= ny) continue;
+        const float value = tiles[tile][iy - y0][ix - x0];
+        float* image_line = reinterpret_cast<float*>(
+            column ? rows + static_cast<size_type>(ny) * (nx + 3) +
+                         static_cast<size_type>(ix) * (ny + 3)
+                   : rows + static_cast<size_type>(iy) * (nx + 3));
+        image_line[2 * (column ? y0 : x0) + 3 + lane] = value;
+    }
 }
 
 /// x[b] = Aᵀ y[b] for BT frames, pixel-driven: block (tile x, tile y) of
@@ -1095,7 +1125,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
     __syncthreads();
     float* sums = reinterpret_cast<float*>(memory);
     const auto sum_at = [&](int tile, int gr, int quad, int b, int place) -> float& {
-        return sums[(((tile * groups + gr) * 4 + quad) * BT + b) * group_threads + place];
+        return sums[(((tile * groups + gr) * 4 + quad) * BT + b) * adjoint_sums_stride + place];
     };
 #pragma unroll
     for (int dy = 0; dy < 2; ++dy) {
@@ -1212,6 +1242,7 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
     __shared__ double2 grid_dots[3];  // the sums of every block's warp_dots
     __shared__ PairTile next_x[WithState ? tiles : 1];  // x_{k+1} of a tile and its halo
     __shared__ float2 halo_xd[WithState ? halo : 1];     // x_k and d_k of the halo
+    __shared__ PairTile d_next[tiles];                   // d_{k+1} of the tiles (no halo)
     const int t = threadIdx.x;
     const unsigned blocks = gridDim.x * gridDim.y;
     const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
@@ -1339,10 +1370,17 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
         }
         __syncthreads();
     }
-    // The state of x_{k+1} (the places anew: kept across the sync they took
-    // registers)
+    // d = −g + β d (moves: uniform over the grid) into d and, after the
+    // barrier, from d_next's tiles into the pair images line by line; x_{k+1}
+    // of the tile and its halo for the state (the places anew: kept across
+    // the sync they took registers)
+    const AdjointPixel at = adjoint_pixel<Mirrored>(v, item);
+    if (moves && owns && inside) {
+        const float d = direction_at(g_next, beta, o.d);
+        w.d[k] = d;
+        d_next[at.tile][at.iy - at.y0][at.ix - at.x0] = d;
+    }
     if constexpr (WithState) {
-        const AdjointPixel at = adjoint_pixel<Mirrored>(v, item);
         if (owns && inside) {
             next_x[at.tile][at.iy - at.y0][at.ix - at.x0] =
                 steps ? stepped_x(o.x, alpha, o.d) : o.x;
@@ -1353,7 +1391,10 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
             const float2 xd = halo_xd[t - pixels];
             next_x[tile][hy - y0][hx - x0] = steps ? stepped_x(xd.x, alpha, xd.y) : xd.x;
         }
-        __syncthreads();
+    }
+    __syncthreads();
+    if (moves) put_tiles_in_pairs<Mirrored, Threads>(v, w.pairs, d_next);
+    if constexpr (WithState) {
         if (owns && inside) {
             const PairTile& near = next_x[at.tile];
             const int lx = static_cast<int>(at.ix - at.x0), ly = static_cast<int>(at.iy - at.y0);
@@ -1364,14 +1405,6 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
             terms_prepare_at<Shape>(prepare.terms, prepare.state.data,
                                     static_cast<size_type>(nx) * ny, k, here, gx, gy);
         }
-    }
-    // d = −g + β d and its pair images
-    if (!moves) return;  // uniform over the block
-    if (owns && inside) {
-        const float d_next = direction_at(g_next, beta, o.d);
-        w.d[k] = d_next;
-        const AdjointPixel at = adjoint_pixel<Mirrored>(v, item);
-        put_pixel_in_pairs(v, w.pairs, at.ix, at.iy, d_next);
     }
 }
 
