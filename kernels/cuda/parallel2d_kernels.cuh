@@ -885,9 +885,10 @@ struct ReduceEpilogue {
 /// as the adjoint with ReduceEpilogue<StepDotsAt> followed by
 /// parallel2d_step_kernel, but for the order of the dot step's sums and β
 /// from the expansion. One sync where there were two: ct_256 with TV
-/// 12.37–12.39 -> 12.01–12.05 ms (H200). A tile per block (40 registers) spilled 108–172 bytes for it
-/// and went 14.13–14.17 -> 14.71–14.77 ms, slower than its two launches
-/// (adjoint, then parallel2d_step_kernel: 14.32–14.42 ms), which it takes.
+/// 12.37–12.39 -> 12.01–12.05 ms (H200). A tile per block (40 registers)
+/// spilled 108–172 bytes for it and went 14.13–14.17 -> 14.71–14.77 ms,
+/// slower than its two launches (adjoint, then parallel2d_step_kernel:
+/// 14.32–14.42 ms), which it takes.
 /// Shape: the terms it is compiled for (stencils.hpp); the code a kernel
 /// holds but does not run costs here (history v43: compiled for one TV
 /// term, ct_256 with TV 0.09 ms a solve faster, the same operations).
