@@ -628,8 +628,8 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     auto* partials = static_cast<double2*>(
         scratch(exec, ScratchSlot::block_sums, 4 * sizeof(double2) * blocks, false));
     const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
-    const p2::StepEpilogue<WithState, Shape> epilogue{op, params, w, prepare, partials,
-                                               partials + 3 * blocks};
+    const p2::StepEpilogue<WithState, Shape> epilogue{
+        op, params, w, prepare, partials, partials + 3 * blocks};
     float* const no_output = nullptr;  // the step keeps u in registers (its scratch)
     return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, no_output,
                               epilogue);
