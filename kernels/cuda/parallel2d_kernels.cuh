@@ -874,7 +874,7 @@ struct ReduceEpilogue {
 /// pair_tile), with one grid-wide sync. Before it, the block's pixels form u,
 /// e = u + F(x_k, d) and (threads apart) fx = F(x_k, x_k), and the block
 /// stores its sums of dᵀe and gᵀd and, with p = h + fx, of pᵀe, eᵀe and
-/// pᵀp. After it every block sums them in one fixed order and takes α and,
+/// pᵀp (a warp's five summed together). After it every block sums them in one fixed order and takes α and,
 /// expanded (g_{k+1} = p + α e: cgnr_scalars_end_expanded), β; then x, h,
 /// g and d of its pixels move, d through shared memory into the pair
 /// images a tile line at a time (put_tiles_in_pairs), and WithState the

@@ -1,7 +1,8 @@
 #pragma once
 // Warp-level sums: several values at once (the block reductions of the
-// persistent kernels), and the blocks' partial sums in one fixed order (the
-// cooperative steps after their grid syncs, frame_reduce's last block).
+// persistent kernels, the one-pass adjoint's dot sums), and the blocks'
+// partial sums in one fixed order (the cooperative steps after their grid
+// syncs, frame_reduce's last block).
 
 namespace recon::kernels::cuda {
 
