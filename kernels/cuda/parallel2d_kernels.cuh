@@ -868,27 +868,26 @@ struct ReduceEpilogue {
     }
 };
 
-/// The dot step and then the rest of the fused form's one-pass iteration
-/// of one frame (cgnr_step_one_pass), in a cooperative launch of the
-/// mirrored adjoint (its tiles are the pair images': adjoint_tile =
-/// pair_tile), with one grid-wide sync. Before it, the block's pixels form u,
-/// e = u + F(x_k, d) and (threads apart) fx = F(x_k, x_k), and the block
-/// stores its sums of dᵀe and gᵀd and, with p = h + fx, of pᵀe, eᵀe and
-/// pᵀp (a warp's five summed together). After it every block sums them in one fixed order and takes α and,
-/// expanded (g_{k+1} = p + α e: cgnr_scalars_end_expanded), β; then x, h,
-/// g and d of its pixels move, d through shared memory into the pair
-/// images a tile line at a time (put_tiles_in_pairs), and WithState the
-/// state of x_{k+1} is made from the tile's new x and its halo's, formed
-/// from x_k and d_k loaded before the sync. Where the expansion cancels
-/// (for every block alike: the same sums), gᵀe and ‖g‖² are summed over
-/// the new g after a second sync (cooperative_beta). The same operations
-/// as the adjoint with ReduceEpilogue<StepDotsAt> followed by
-/// parallel2d_step_kernel, but for the order of the dot step's sums and β
-/// from the expansion. One sync where there were two: ct_256 with TV
-/// 12.37–12.39 -> 12.01–12.05 ms (H200). A tile per block (40 registers)
-/// spilled 108–172 bytes for it and went 14.13–14.17 -> 14.71–14.77 ms,
-/// slower than its two launches (adjoint, then parallel2d_step_kernel:
-/// 14.32–14.42 ms), which it takes.
+/// The dot step and then the rest of the fused form's one-pass iteration of
+/// one frame (cgnr_step_one_pass), in a cooperative launch of the mirrored
+/// adjoint (its tiles are the pair images': adjoint_tile = pair_tile), with
+/// one grid-wide sync. Before it, the block's pixels form u, e = u +
+/// F(x_k, d) and (threads apart) fx = F(x_k, x_k), and the block stores its
+/// sums of dᵀe and gᵀd and, with p = h + fx, of pᵀe, eᵀe and pᵀp (a warp's
+/// five summed together). After it every block sums them in one fixed order
+/// and takes α and, expanded (g_{k+1} = p + α e: cgnr_scalars_end_expanded),
+/// β; then x, h, g and d of its pixels move, d through shared memory into the
+/// pair images a tile line at a time (put_tiles_in_pairs), and WithState the
+/// state of x_{k+1} is made from the tile's new x and its halo's, formed from
+/// x_k and d_k loaded before the sync. Where the expansion cancels (for every
+/// block alike: the same sums), gᵀe and ‖g‖² are summed over the new g after
+/// a second sync (cooperative_beta). The same operations as the adjoint with
+/// ReduceEpilogue<StepDotsAt> followed by parallel2d_step_kernel, but for the
+/// order of the dot step's sums and β from the expansion. One sync where
+/// there were two: ct_256 with TV 12.37–12.39 -> 12.01–12.05 ms (H200). A
+/// tile per block (40 registers) spilled 108–172 bytes for it and went
+/// 14.13–14.17 -> 14.71–14.77 ms, slower than its two launches (adjoint, then
+/// parallel2d_step_kernel: 14.32–14.42 ms), which it takes.
 /// Shape: the terms it is compiled for (stencils.hpp); the code a kernel
 /// holds but does not run costs here (history v43: compiled for one TV
 /// term, ct_256 with TV 0.09 ms a solve faster, the same operations).
@@ -1306,7 +1305,7 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
         }
         // Summed together (warp_sum_scatter): 9 shuffles of a double where
         // the five apart took 25, ~500 fewer a block before the grid sync
-        // (ct_256 0.08-0.11 ms a solve faster, history v45). Lane l holds
+        // (ct_256 ~0.1 ms a solve faster, history v45). Lane l holds
         // the warp's sum l / 4; lanes 0, 4, ..., 20 store sums 0 ... 5 (5 is
         // a zero: warp_dots' last half).
         const double warp_sum = warp_sum_scatter(sum);
