@@ -91,7 +91,10 @@
 // that step itself with one grid sync (StepEpilogue): ct_256 is two
 // kernels and one grid sync per iteration. ncu (H100, 2026-11-22, before
 // the last): rays 16.0 µs, the adjoint with the epilogue ~21 µs (17.1
-// alone), the cooperative step 7.2 µs.
+// alone), the cooperative step 7.2 µs. An iteration that a residual
+// replacement follows (cgnr_step_replacement) is four launches: the rays,
+// the adjoint with the dot step and the update (UpdateEpilogue), A x − b,
+// and the adjoint of r with the β and direction steps (ReplacementEpilogue).
 
 #include <cuda_runtime.h>
 
@@ -907,6 +910,67 @@ struct StepEpilogue {
     __device__ void run(const Parallel2dView& v, float* u, PixelSum&& pixel_sum) const;
 };
 
+/// The dot step and the update of an iteration that a residual replacement
+/// follows (cgnr_step_replacement), one frame, in a cooperative launch of the
+/// mirrored adjoint of A d: each pixel's u, e = u + F(x_k, d) (stored, u
+/// itself without terms: β takes it after the replacement) and the block's
+/// sums of dᵀe and gᵀd; one grid-wide sync; f, gᵀd and α (cgnr_scalars_alpha,
+/// every block alike on its copy of the scalars, the first storing them);
+/// x_{k+1} = x_k + α d into x and, through shared memory, into x's pair
+/// images with their zero edges (put_tiles_in_pairs), which A x − b reads
+/// next. h is not moved: the replacement overwrites it. The same operations
+/// as the adjoint with ReduceEpilogue<StepDotsAt>, step_update_kernel and
+/// parallel2d_pairs_kernel, but for the order of the dot step's sums: two
+/// launches fewer. WithState: with regularizer terms (fold's).
+template <bool WithState>
+struct UpdateEpilogue {
+    static constexpr bool whole_step = true;
+    RegularizerFold fold;  // F(x_k, d) on base u, given per pixel
+    const float* d;
+    const float* g;  // g_k
+    float* e;        // u without terms
+    float* x;
+    float2* x_pairs;  // one frame's pair images of x_{k+1}
+    CgnrScalars* s;
+    double2* sums;  // [block]: dᵀe and gᵀd
+
+    /// pixel_sum(AdjointPixel) gives a pixel's u. Every thread of the block
+    /// (Threads) calls it.
+    template <bool Mirrored, int Threads, class PixelSum>
+    __device__ void run(const Parallel2dView& v, float* u, PixelSum&& pixel_sum) const;
+};
+
+/// A residual replacement's steps after h = Aᵀ r (cgnr_step_replacement),
+/// one frame, in a cooperative launch of the mirrored adjoint of r: each
+/// pixel's h (stored; the kernel's output), g = h + F(x_k, x_{k+1}) (fold:
+/// base h, v = x_{k+1}; the state still x_k's) and the block's sums of gᵀe
+/// and ‖g‖²; one grid-wide sync; β and the stop tests (cgnr_scalars_end),
+/// every block alike on its copy of the scalars, the first storing them;
+/// then d = −g + β d into d and, through shared memory, the pair images
+/// (put_tiles_in_pairs), and WithState the state of x_{k+1}. The same
+/// operations as the adjoint followed by cgnr_step_beta(_folded) and
+/// parallel2d_direction_kernel, but for the order of the sums: two launches
+/// fewer a replacement. WithState: with regularizer terms (fold's and
+/// prepare's); without, g is h and e is u.
+template <bool WithState>
+struct ReplacementEpilogue {
+    static constexpr bool whole_step = true;
+    RegularizerFold fold;  // F(x_k, x_{k+1}) on base h, given per pixel
+    CgnrParams params;
+    const float* e;  // e_k of the step before (u without terms)
+    float* g;        // h without terms
+    float* d;
+    float2* pairs;   // the kept pair images of d
+    CgnrScalars* s;
+    RegularizerPrepare prepare;  // of x_{k+1}
+    double2* sums;               // [block]: gᵀe and ‖g‖²
+
+    /// pixel_sum(AdjointPixel) gives a pixel's h, stored into `h`. Every
+    /// thread of the block (Threads) calls it.
+    template <bool Mirrored, int Threads, class PixelSum>
+    __device__ void run(const Parallel2dView& v, float* h, PixelSum&& pixel_sum) const;
+};
+
 /// The corner of the calling adjoint block's tile `tile`: tile 0 at the
 /// block's place, and (Mirrored) tile 1 its reflection through the image's
 /// centre, (nx − 16 − x0, ny − 16 − y0), where nx is a multiple of 32 and ny
@@ -979,12 +1043,14 @@ __device__ __forceinline__ bool adjoint_halo(const Parallel2dView& v, int j, int
 /// (floats 2 x0 + 3 ... 2 x0 + 34, lane l: pixel x0 + l / 2), one warp's
 /// store. The other halves of the tile's first and past-last entries are
 /// the neighbours' (their blocks write them) or the edges' zeros, which
-/// stay as parallel2d_pairs_kernel made them. After a barrier that follows
-/// the tiles' last store; every thread of the block (Threads) calls it.
+/// stay as parallel2d_pairs_kernel made them; Edges: the tiles at the
+/// image's edges write those zeros too (pair images made afresh). After a
+/// barrier that follows the tiles' last store; every thread of the block
+/// (Threads) calls it.
 /// Pixel by pixel, each column store of a warp's 8 x 4 pixels touched 8
 /// lines, and their drain held the one-pass adjoint's exit: ct_256 0.4–0.5
 /// ms a solve slower (history v44).
-template <bool Mirrored, int Threads>
+template <bool Mirrored, int Threads, bool Edges = false>
 __device__ __forceinline__ void put_tiles_in_pairs(
     const Parallel2dView& v, float2* rows, const PairTile (&tiles)[adjoint_block_tiles<Mirrored>])
 {
@@ -1005,7 +1071,14 @@ __device__ __forceinline__ void put_tiles_in_pairs(
             column ? rows + static_cast<size_type>(ny) * (nx + 3) +
                          static_cast<size_type>(ix) * (ny + 3)
                    : rows + static_cast<size_type>(iy) * (nx + 3));
-        image_line[2 * (column ? y0 : x0) + 3 + lane] = value;
+        const index_t first = column ? y0 : x0, pixels = column ? ny : nx;
+        image_line[2 * first + 3 + lane] = value;
+        if (Edges && lane < 3) {
+            // floats 0-2 and 2n+3 .. 2n+5 of a line: the entries with a pixel
+            // outside the image (parallel2d_pairs_kernel's zeros)
+            if (first == 0) image_line[lane] = 0.0f;
+            if (first + pair_tile >= pixels) image_line[2 * pixels + 3 + lane] = 0.0f;
+        }
     }
 }
 
@@ -1410,6 +1483,142 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
                                     static_cast<size_type>(nx) * ny, k, here, gx, gy);
         }
     }
+}
+
+template <bool WithState>
+template <bool Mirrored, int Threads, class PixelSum>
+__device__ void UpdateEpilogue<WithState>::run(const Parallel2dView& v, float* /*u: as e*/,
+                                               PixelSum&& pixel_sum) const
+{
+    static_assert(adjoint_tile == pair_tile && Mirrored);
+    constexpr int pixels = adjoint_tile * adjoint_tile * adjoint_block_tiles<Mirrored>;
+    static_assert(pixels <= Threads);
+    __shared__ CgnrScalars before;  // the frame's, taken before the sync
+    __shared__ float alpha;
+    __shared__ bool steps;
+    __shared__ PairTile x_next[adjoint_block_tiles<Mirrored>];
+    const int t = threadIdx.x;
+    const unsigned blocks = gridDim.x * gridDim.y;
+    const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
+    const index_t nx = v.nx, ny = v.ny;
+    const AdjointPixel at = adjoint_pixel<Mirrored>(v, t < pixels ? t : 0);
+    const bool inside = t < pixels && at.ix < nx && at.iy < ny;
+    const size_type k = static_cast<size_type>(at.iy) * nx + at.ix;
+    if (t == 0) before = *s;  // nobody writes the scalars before the sync below
+
+    // u, e = u + F(x_k, d), and the block's dᵀe and gᵀd (StepDotsAt::at)
+    float d_k = 0.0f, x_k = 0.0f;
+    double2 sum{0.0, 0.0};
+    if (inside) {
+        d_k = d[k];
+        x_k = x[k];
+        const float g_k = g[k];
+        const float u_k = pixel_sum(at);
+        float e_k = u_k;
+        if constexpr (WithState) e_k = fold_at(fold, 1, 0, k, u_k);
+        e[k] = e_k;
+        const double dd = d_k;
+        sum = {dd * e_k, static_cast<double>(g_k) * dd};
+    }
+    store_block_sum<Threads / 32>(sum, t, sums + block);
+
+    grid_barrier();
+    // f, gᵀd and α, every block alike from the grid's sums
+    if (t < 32) {
+        const double2 total = warp_sum_partials(t, sums, blocks);
+        if (t == 0) {
+            CgnrScalars local = before;
+            if (local.status == SolveStatus::running) {  // as StepDotsAt::finish
+                local.f = total.x;
+                local.gd = total.y;
+            }
+            steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
+            alpha = static_cast<float>(local.alpha);
+            if (block == 0 && before.status == SolveStatus::running) *s = local;
+        }
+    }
+    __syncthreads();
+    // x_{k+1} into x and, after the barrier, into its pair images
+    if (inside) {
+        const float next = steps ? stepped_x(x_k, alpha, d_k) : x_k;
+        if (steps) x[k] = next;
+        x_next[at.tile][at.iy - at.y0][at.ix - at.x0] = next;
+    }
+    __syncthreads();
+    put_tiles_in_pairs<Mirrored, Threads, true>(v, x_pairs, x_next);
+}
+
+template <bool WithState>
+template <bool Mirrored, int Threads, class PixelSum>
+__device__ void ReplacementEpilogue<WithState>::run(const Parallel2dView& v, float* h,
+                                                    PixelSum&& pixel_sum) const
+{
+    static_assert(adjoint_tile == pair_tile && Mirrored);
+    constexpr int pixels = adjoint_tile * adjoint_tile * adjoint_block_tiles<Mirrored>;
+    static_assert(pixels <= Threads);
+    __shared__ CgnrScalars before;  // the frame's, taken before the sync
+    __shared__ float beta;
+    __shared__ bool moves;
+    __shared__ PairTile d_next[adjoint_block_tiles<Mirrored>];
+    const int t = threadIdx.x;
+    const unsigned blocks = gridDim.x * gridDim.y;
+    const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
+    const index_t nx = v.nx, ny = v.ny;
+    const AdjointPixel at = adjoint_pixel<Mirrored>(v, t < pixels ? t : 0);
+    const bool inside = t < pixels && at.ix < nx && at.iy < ny;
+    const size_type k = static_cast<size_type>(at.iy) * nx + at.ix;
+    if (t == 0) before = *s;  // nobody writes the scalars before the sync below
+
+    // h, g = h + F(x_k, x_{k+1}), and the block's gᵀe and ‖g‖²
+    // (cgnr_step_beta_folded's element; without terms g is h)
+    float g_k = 0.0f, d_k = 0.0f;
+    double2 sum{0.0, 0.0};
+    if (inside) {
+        d_k = d[k];
+        const float e_k = e[k];
+        const float h_k = pixel_sum(at);
+        h[k] = h_k;
+        g_k = h_k;
+        if constexpr (WithState) {
+            g_k = fold_at(fold, 1, 0, k, h_k);
+            g[k] = g_k;
+        }
+        const double gd = g_k;
+        sum = {gd * e_k, gd * gd};
+    }
+    store_block_sum<Threads / 32>(sum, t, sums + block);
+
+    grid_barrier();
+    // β and the stop tests, every block alike from the grid's sums
+    if (t < 32) {
+        const double2 total = warp_sum_partials(t, sums, blocks);
+        if (t == 0) {
+            CgnrScalars local = before;
+            if (local.status == SolveStatus::running) {
+                cgnr_scalars_end(local, params, total.x, total.y);
+                if (block == 0) *s = local;
+            }
+            moves = local.status == SolveStatus::running;
+            beta = static_cast<float>(local.beta);
+        }
+    }
+    // the state of x_{k+1} (every F above has read x_k's before the sync)
+    if constexpr (WithState) {
+        if (inside) {
+            terms_prepare(prepare.terms, prepare.state.data, 1, 0, prepare.p.data, prepare.grid,
+                          at.ix, at.iy);
+        }
+    }
+    __syncthreads();
+    if (!moves) return;  // uniform over the grid
+    // d = −g + β d into d and, after the barrier, the pair images
+    if (inside) {
+        const float dn = direction_at(g_k, beta, d_k);
+        d[k] = dn;
+        d_next[at.tile][at.iy - at.y0][at.ix - at.x0] = dn;
+    }
+    __syncthreads();
+    put_tiles_in_pairs<Mirrored, Threads>(v, pairs, d_next);
 }
 
 }  // namespace recon::kernels::cuda::p2

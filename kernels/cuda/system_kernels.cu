@@ -362,9 +362,12 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
 }
 
 /// q = A d into `q`, or into scratch (beside the pair images) when q is
-/// null; returns where q is. `ready`: as parallel2d_apply.
+/// null; returns where q is. `ready`: as parallel2d_apply. `pairs_out`:
+/// where the pair images for min(batch, 4) frames lie in the scratch
+/// (unused by a single frame that read `ready`).
 float* parallel2d_forward_for_normal(const Executor& exec, const Parallel2dView& sys, int batch,
-                                     const float* d, float* q, const float2* ready = nullptr)
+                                     const float* d, float* q, const float2* ready = nullptr,
+                                     float2** pairs_out = nullptr)
 {
     const std::size_t q_bytes =
         q != nullptr
@@ -374,8 +377,9 @@ float* parallel2d_forward_for_normal(const Executor& exec, const Parallel2dView&
         exec, ScratchSlot::measurement, q_bytes + parallel2d_pair_bytes(sys, std::min(batch, 4)),
         false));
     float* qq = q != nullptr ? q : reinterpret_cast<float*>(base);
-    parallel2d_apply(exec, sys, batch, d, qq, nullptr, reinterpret_cast<float2*>(base + q_bytes),
-                     ready);
+    auto* pairs = reinterpret_cast<float2*>(base + q_bytes);
+    parallel2d_apply(exec, sys, batch, d, qq, nullptr, pairs, ready);
+    if (pairs_out != nullptr) *pairs_out = pairs;
     return qq;
 }
 
@@ -603,6 +607,44 @@ void cgnr_step_update_direction(const Executor& exec, const SystemView& system,
 
 namespace {
 
+/// Whether p2::parallel2d_adjoint_kernel<1, Epilogue, mirrored, tabled>
+/// runs for one frame of `sys` as one cooperative launch: its tiles
+/// mirrored, the system's views table, every block resident at once.
+template <class Epilogue>
+bool whole_step_adjoint_fits(const Executor& exec, const Parallel2dView& sys)
+{
+    if (!parallel2d_adjoint_mirrored(sys) || sys.adjoint_views == nullptr) return false;
+    auto kernel = p2::parallel2d_adjoint_kernel<1, Epilogue, true, true>;
+    constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, true>;
+    const dim3 grid = adjoint_blocks(sys, true);
+    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
+    return cooperative_fits(exec, reinterpret_cast<const void*>(kernel),
+                            p2::adjoint_threads<1, true>, static_cast<long long>(grid.x) * grid.y,
+                            bytes);
+}
+
+/// Queues that launch (whole_step_adjoint_fits holds) of y into x.
+template <class Epilogue>
+void launch_whole_step_adjoint(const Executor& exec, const Parallel2dView& sys, const float* y,
+                               float* x, const Epilogue& epilogue)
+{
+    auto kernel = p2::parallel2d_adjoint_kernel<1, Epilogue, true, true>;
+    const bool launched =
+        launch_cooperative(exec, kernel, adjoint_blocks(sys, true),
+                           dim3{p2::adjoint_threads<1, true>}, p2::adjoint_shared_bytes<1, true>,
+                           sys, y, x, epilogue);
+    if (!launched) throw std::logic_error{"the adjoint's cooperative launch was not probed"};
+}
+
+/// Scratch for `count` double2 block sums per block of the mirrored adjoint.
+double2* whole_step_sums(const Executor& exec, const Parallel2dView& sys, int count)
+{
+    const dim3 grid = adjoint_blocks(sys, true);
+    const std::size_t blocks = static_cast<std::size_t>(grid.x) * grid.y;
+    return static_cast<double2*>(
+        scratch(exec, ScratchSlot::block_sums, count * sizeof(double2) * blocks, false));
+}
+
 /// The rays from the kept pair images, then the mirrored adjoint of one
 /// frame with p2::StepEpilogue as one cooperative launch, compiled for the
 /// system's views table (Tabled) and the terms' Shape; false, and nothing
@@ -614,25 +656,17 @@ template <bool WithState, class Shape = AnyTerms>
 bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
                      const StepDotsAt& op, const StepVectors& w, const RegularizerPrepare& prepare)
 {
-    if (!parallel2d_adjoint_mirrored(sys) || sys.adjoint_views == nullptr) return false;
-    auto kernel = p2::parallel2d_adjoint_kernel<1, p2::StepEpilogue<WithState, Shape>, true, true>;
-    constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, true>;
-    const dim3 grid = adjoint_blocks(sys, true);
-    const unsigned threads = p2::adjoint_threads<1, true>;
-    const long long blocks = static_cast<long long>(grid.x) * grid.y;
-    allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
-    if (!cooperative_fits(exec, reinterpret_cast<const void*>(kernel), threads, blocks, bytes)) {
-        return false;
-    }
+    using Step = p2::StepEpilogue<WithState, Shape>;
+    if (!whole_step_adjoint_fits<Step>(exec, sys)) return false;
     // three pairs of sums per block, then one more where the expansion cancels
-    auto* partials = static_cast<double2*>(
-        scratch(exec, ScratchSlot::block_sums, 4 * sizeof(double2) * blocks, false));
+    double2* const partials = whole_step_sums(exec, sys, 4);
+    const dim3 grid = adjoint_blocks(sys, true);
+    const long long blocks = static_cast<long long>(grid.x) * grid.y;
     const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
-    const p2::StepEpilogue<WithState, Shape> epilogue{
-        op, params, w, prepare, partials, partials + 3 * blocks};
     float* const no_output = nullptr;  // the step keeps u in registers (its scratch)
-    return launch_cooperative(exec, kernel, grid, dim3{threads}, bytes, sys, forward, no_output,
-                              epilogue);
+    launch_whole_step_adjoint(exec, sys, forward, no_output,
+                              Step{op, params, w, prepare, partials, partials + 3 * blocks});
+    return true;
 }
 
 }  // namespace
@@ -673,6 +707,83 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
                                 fx, in(cache));
     cuda::cgnr_step_update_direction(exec, system, params, batch, d, in(u), in(e), in(fx), x, h, g,
                                      cache, scalars, prepare);
+}
+
+namespace {
+
+/// cgnr_step_replacement's four launches (one frame that keeps a copy of d;
+/// the caller has checked the rest): the rays of d; the mirrored adjoint of
+/// A d with p2::UpdateEpilogue; A x − b from the pair images it made; the
+/// mirrored adjoint of r with p2::ReplacementEpilogue. False, and nothing
+/// queued, where either adjoint cannot launch cooperatively.
+template <bool WithState>
+bool launch_replacement(const Executor& exec, const Parallel2dView& sys,
+                        const CgnrParams& params, View<float> d, const RegularizerFold& fold,
+                        View<float> e, View<float> x, View<const float> b, View<float> r,
+                        View<float> h, View<float> g, View<float> cache,
+                        View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
+{
+    using Update = p2::UpdateEpilogue<WithState>;
+    using Replacement = p2::ReplacementEpilogue<WithState>;
+    if (!whole_step_adjoint_fits<Update>(exec, sys) ||
+        !whole_step_adjoint_fits<Replacement>(exec, sys)) {
+        return false;
+    }
+    double2* const sums = whole_step_sums(exec, sys, 1);  // the launches in turn
+    auto* d_pairs = reinterpret_cast<float2*>(cache.data);
+    float2* x_pairs = nullptr;  // beside q: its forward product reads the kept d
+    const float* q =
+        parallel2d_forward_for_normal(exec, sys, 1, d.data, nullptr, d_pairs, &x_pairs);
+    float* const no_output = nullptr;  // u is e, or the step's scratch
+    launch_whole_step_adjoint(
+        exec, sys, q, no_output,
+        Update{fold, d.data, g.data, e.data, x.data, x_pairs, scalars.data, sums});
+    launch_rays<1, double>(sys, static_cast<unsigned>(ray_blocks(sys)), stream_of(exec), x_pairs,
+                           b.data, r.data);
+    const RegularizerFold at_x{fold.terms, fold.grid, fold.state, {h.data, h.size},
+                               {x.data, x.size}};
+    launch_whole_step_adjoint(exec, sys, r.data, h.data,
+                              Replacement{at_x, params, e.data, g.data, d.data, d_pairs,
+                                          scalars.data, prepare, sums});
+    return true;
+}
+
+}  // namespace
+
+void cgnr_step_replacement(const Executor& exec, const SystemView& system,
+                           const CgnrParams& params, int batch, View<float> d, View<float> u,
+                           const RegularizerFold& fold, View<float> e, View<float> x,
+                           View<const float> b, View<float> r, View<float> h, View<float> g,
+                           View<float> cache, View<CgnrScalars> scalars,
+                           const RegularizerPrepare& prepare)
+{
+    const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
+    const bool regularized = fold.terms.count > 0;
+    // (the state's image must be x, as the solver passes it: the direction
+    // step's state is made from x_{k+1} after every F has read x_k's)
+    const bool as_solver = regularized == (prepare.terms.count > 0) &&
+                           (!regularized || prepare.p.data == x.data);
+    if (batch == 1 && cache.size != 0 && as_solver && step_launch() == StepLaunch::fewest) {
+        const Parallel2dView& sys = cached_system(system, batch, cache.size);
+        const bool launched =
+            regularized ? launch_replacement<true>(exec, sys, params, d, fold, e, x, b, r, h, g,
+                                                   cache, scalars, prepare)
+                        : launch_replacement<false>(exec, sys, params, d, fold, e, x, b, r, h, g,
+                                                    cache, scalars, prepare);
+        if (launched) return;
+    }
+    cuda::cgnr_step_normal_dots(exec, system, batch, in(d), u, {}, fold, in(g), e, scalars, in(x),
+                                {}, in(cache));
+    cuda::cgnr_step_update(exec, batch, in(d), in(u), x, h, scalars);
+    cuda::residual(exec, system, batch, in(x), b, r);
+    cuda::apply_adjoint(exec, system, batch, in(r), h);
+    if (regularized) {
+        const RegularizerFold at_x{fold.terms, fold.grid, fold.state, in(h), in(x)};
+        cuda::cgnr_step_beta_folded(exec, params, batch, at_x, in(e), g, scalars);
+    } else {
+        cuda::cgnr_step_beta(exec, params, batch, in(g), in(e), scalars);
+    }
+    cuda::cgnr_step_direction_cached(exec, system, batch, in(g), d, cache, scalars, prepare);
 }
 
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,

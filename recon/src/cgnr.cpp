@@ -173,25 +173,29 @@ void CgnrSolver::iterate(int k)
                                d_cache_.view(), scalars_.view(), prepare);
         return;
     }
-    // u_k = Aᵀ(A d_k), in one pass over A (CGLS1 also keeps q_k = A d_k);
+    if (!cgls1) {
+        // The iteration a residual replacement follows (one call): u_k, e_k,
+        // f_k and g_kᵀd_k as below; α_k and x_{k+1}; then, against CGLS2
+        // drift, h_{k+1} = Aᵀ(A x_{k+1} − b) in place of h_k + α_k u_k;
+        // g_{k+1}, β_k, d_{k+1} and the state as below
+        kn::cgnr_step_replacement(exec_, view_, params_, batch_, d_.view(), u_.view(),
+                                  fold(u_.view(), d_.view()), e, x_.view(), in(b_.view()),
+                                  r_.view(), h_.view(), g, d_cache_.view(), scalars_.view(),
+                                  prepare);
+        return;
+    }
+    // CGLS1. u_k = Aᵀ(A d_k), in one pass over A, keeping q_k = A d_k;
     // e_k = u_k + F(x_k, d_k);  f_k = d_kᵀ e_k;  g_kᵀ d_k   (one pass, or the
     // product's epilogue)
-    kn::cgnr_step_normal_dots(exec_, view_, batch_, in(d_.view()), u_.view(),
-                              cgls1 ? q_.view() : View<float>{}, fold(u_.view(), d_.view()),
-                              in(g), e, scalars_.view(), in(x_.view()), {},
-                              in(d_cache_.view()));
-    // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k;
-    // fused form: h_{k+1} = h_k + α_k u_k
-    kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(),
-                         cgls1 ? View<float>{} : h_.view(), scalars_.view());
-    if (cgls1) {
-        // r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}
-        kn::cgnr_update_residual(exec_, batch_, in(q_.view()), r_.view(), scalars_.view());
-        kn::apply_adjoint(exec_, view_, batch_, in(r_.view()), h_.view());
-    } else {
-        // residual replacement: h_{k+1} = Aᵀ(A x_{k+1} − b), against CGLS2 drift
-        form_data_gradient();
-    }
+    kn::cgnr_step_normal_dots(exec_, view_, batch_, in(d_.view()), u_.view(), q_.view(),
+                              fold(u_.view(), d_.view()), in(g), e, scalars_.view(),
+                              in(x_.view()), {}, in(d_cache_.view()));
+    // α_k = −(g_kᵀ d_k) / f_k;  x_{k+1} = x_k + α_k d_k
+    kn::cgnr_step_update(exec_, batch_, in(d_.view()), in(u_.view()), x_.view(), View<float>{},
+                         scalars_.view());
+    // r_{k+1} = r_k + α_k q_k;  h_{k+1} = Aᵀ r_{k+1}
+    kn::cgnr_update_residual(exec_, batch_, in(q_.view()), r_.view(), scalars_.view());
+    kn::apply_adjoint(exec_, view_, batch_, in(r_.view()), h_.view());
     // g_{k+1} = h_{k+1} + F(x_k, x_{k+1})   (state still lagged at x_k);
     // β_k = g_{k+1}ᵀ e_k / f_k; stop at max_iter or ‖g_{k+1}‖ ≤ tol ‖g_0‖   (one pass)
     if (regularized) {

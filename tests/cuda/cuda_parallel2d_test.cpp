@@ -382,6 +382,13 @@ struct CachedFrames {
           cache_size{static_cast<std::size_t>(kernels::direction_cache_size(gpu(), gpu_view, batch))}
     {
     }
+    static kernels::RegularizerTerms one_tv_term()
+    {
+        kernels::RegularizerTerms t;
+        t.count = 1;
+        t.term[0] = {kernels::RegularizerKind::tv, 0.4f, 0.03f};
+        return t;
+    }
     static kernels::RegularizerTerms two_terms()
     {
         kernels::RegularizerTerms t;
@@ -796,9 +803,7 @@ TEST(Parallel2dGpuDirectionCache, OnePassForOneTvTermAndWithoutTheViewsTable)
     {
         SCOPED_TRACE("one TV term");
         CachedFrames frames{*mirrored, 1};
-        frames.terms = kernels::RegularizerTerms{};
-        frames.terms.count = 1;
-        frames.terms.term[0] = {kernels::RegularizerKind::tv, 0.4f, 0.03f};
+        frames.terms = CachedFrames::one_tv_term();
         frames.state_size = static_cast<std::size_t>(
             kernels::regularizer_state_size(frames.terms, frames.grid, frames.batch));
         ASSERT_TRUE(expects_one_launch(frames));
@@ -825,6 +830,222 @@ TEST(Parallel2dGpuDirectionCache, OnePassOfAnImageTooLargeForOneCooperativeAdjoi
     std::mt19937_64 rng{seed};
     expect_one_pass_matches_its_steps(
         CachedFrames{{"large", 640, 600, 700, spread_angles(5, 7.0), 0.5}, 1}, rng);
+}
+
+/// The fused form's iteration that a residual replacement follows in one
+/// call (cgnr_step_replacement: for one frame on mirrored tiles four
+/// launches, the rays, a cooperative adjoint that takes the dot step and the
+/// update, A x − b from the pair images of x it made, and a cooperative
+/// adjoint of r that takes the β and direction steps, expects_one_launch),
+/// and the same call with RECON_UPDATE_DIRECTION=cooperative (the calls one
+/// after the other inside), against cgnr_step_normal_dots, cgnr_step_update,
+/// residual, apply_adjoint, cgnr_step_beta(_folded) and
+/// cgnr_step_direction_cached called apart: the calls inside bit for bit;
+/// the four launches with f, gᵀd and α within the order of their sums, e
+/// bit for bit, x, r, h, g, the state and d within rounding (α may round
+/// apart in its last bit), ‖g‖² and β within that, u untouched where it is
+/// not e, the pair images of d equal to ones made afresh. The state F reads
+/// is x_k's (from another image) and the one made x_{k+1}'s, one buffer, as
+/// the solver passes them. Frame 0 runs or has stopped (then it keeps x, d
+/// and its scalars); with 3 frames, frame 1 has stopped.
+void expect_replacement_matches_its_steps(const CachedFrames& frames, std::mt19937_64& rng)
+{
+    const auto& [geo, batch, model, grid, gpu_view, len, terms, state_size, cache_size] = frames;
+    SCOPED_TRACE(geo.name);
+    ASSERT_GT(cache_size, 0U);
+    const kernels::CgnrParams params{50, 0.0};
+    auto image = [&] { return test::random_vector(len, rng); };
+    const auto d = image(), x = image(), g = image(), h = image(), p = image();
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng);
+    std::vector<float> state(state_size);
+    kernels::regularizer_prepare(Executor::cpu(), terms, grid, batch, cview_of(p), view_of(state));
+    const auto db = upload(b);
+    const auto in = [](kernels::View<float> v) { return kernels::View<const float>{v.data, v.size}; };
+    for (const SolveStatus first : {SolveStatus::running, SolveStatus::converged}) {
+        SCOPED_TRACE(first == SolveStatus::running ? "frame 0 runs" : "frame 0 has stopped");
+        std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
+        for (auto& sc : scalars) {
+            sc.gg0 = 1e12;
+            sc.gg = 1.0;
+            sc.iterations = 4;
+        }
+        scalars[0].status = first;
+        if (batch > 2) scalars[1].status = SolveStatus::converged;
+        for (const bool regularized : {true, false}) {
+            SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
+            struct Run {
+                kernels::Array<float> d, x, g, h, u, e, r, cache, state;
+                kernels::Array<kernels::CgnrScalars> s;
+            };
+            auto start = [&] {
+                Run run{upload(d),     upload(x),     upload(g),
+                        upload(h),     poisoned(len), poisoned(len),
+                        poisoned(b.size()), poisoned(cache_size), upload(state),
+                        kernels::Array<kernels::CgnrScalars>{gpu(), scalars}};
+                kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(run.d),
+                                              run.cache.view());
+                return run;
+            };
+            const auto used = regularized ? terms : kernels::RegularizerTerms{};
+            // Without a regularizer e is u and g is h, as the solver passes them.
+            auto e_of = [&](Run& r) { return regularized ? r.e.view() : r.u.view(); };
+            auto g_of = [&](Run& r) { return regularized ? r.g.view() : r.h.view(); };
+            auto fold_of = [&](Run& r, kernels::View<float> base, kernels::View<float> v) {
+                return kernels::RegularizerFold{used, grid, cview(r.state), in(base), in(v)};
+            };
+            auto prepare_of = [&](Run& r) {
+                return kernels::RegularizerPrepare{used, grid, cview(r.x), r.state.view()};
+            };
+            auto one_call = [&](Run& r) {
+                kernels::cgnr_step_replacement(gpu(), gpu_view, params, batch, r.d.view(),
+                                               r.u.view(), fold_of(r, r.u.view(), r.d.view()),
+                                               e_of(r), r.x.view(), cview(db), r.r.view(),
+                                               r.h.view(), g_of(r), r.cache.view(), r.s.view(),
+                                               prepare_of(r));
+            };
+            auto one = start(), apart = start(), steps = start();
+            one_call(one);
+            {
+                const test::ScopedEnv calls{"RECON_UPDATE_DIRECTION", "cooperative"};
+                one_call(apart);
+            }
+            kernels::cgnr_step_normal_dots(gpu(), gpu_view, batch, cview(steps.d), steps.u.view(),
+                                           {}, fold_of(steps, steps.u.view(), steps.d.view()),
+                                           in(g_of(steps)), e_of(steps), steps.s.view(),
+                                           cview(steps.x), {}, cview(steps.cache));
+            kernels::cgnr_step_update(gpu(), batch, cview(steps.d), cview(steps.u),
+                                      steps.x.view(), steps.h.view(), steps.s.view());
+            kernels::residual(gpu(), gpu_view, batch, cview(steps.x), cview(db), steps.r.view());
+            kernels::apply_adjoint(gpu(), gpu_view, batch, cview(steps.r), steps.h.view());
+            if (regularized) {
+                kernels::cgnr_step_beta_folded(gpu(), params, batch,
+                                               fold_of(steps, steps.h.view(), steps.x.view()),
+                                               in(e_of(steps)), g_of(steps), steps.s.view());
+            } else {
+                kernels::cgnr_step_beta(gpu(), params, batch, in(g_of(steps)), in(e_of(steps)),
+                                        steps.s.view());
+            }
+            kernels::cgnr_step_direction_cached(gpu(), gpu_view, batch, in(g_of(steps)),
+                                                steps.d.view(), steps.cache.view(),
+                                                steps.s.view(), prepare_of(steps));
+            const auto s2 = steps.s.to_host();
+            for (auto* run : {&one, &apart}) {
+                SCOPED_TRACE(run == &one ? "one call" : "the calls apart");
+                const bool launched = run == &one && expects_one_launch(frames);
+                const auto s1 = run->s.to_host();
+                if (!launched) {
+                    for (auto [got, want] : std::vector<std::pair<kernels::Array<float>*,
+                                                                  kernels::Array<float>*>>{
+                             {&run->u, &steps.u}, {&run->e, &steps.e}, {&run->x, &steps.x},
+                             {&run->r, &steps.r}, {&run->h, &steps.h}, {&run->g, &steps.g},
+                             {&run->state, &steps.state}, {&run->d, &steps.d}}) {
+                        const auto a = got->to_host(), w = want->to_host();
+                        EXPECT_EQ(std::memcmp(a.data(), w.data(), a.size() * sizeof(float)), 0)
+                            << "every vector bit for bit";
+                    }
+                    for (int f = 0; f < batch; ++f) {
+                        SCOPED_TRACE("frame " + std::to_string(f));
+                        EXPECT_EQ(s1[f].status, s2[f].status);
+                        EXPECT_EQ(s1[f].iterations, s2[f].iterations);
+                        for (auto field : {&kernels::CgnrScalars::f, &kernels::CgnrScalars::gd,
+                                           &kernels::CgnrScalars::alpha,
+                                           &kernels::CgnrScalars::gg, &kernels::CgnrScalars::ge,
+                                           &kernels::CgnrScalars::beta}) {
+                            EXPECT_EQ(s1[f].*field, s2[f].*field) << "scalars";
+                        }
+                    }
+                } else {
+                    const auto u1 = run->u.to_host();
+                    if (regularized) {
+                        EXPECT_TRUE(std::all_of(u1.begin(), u1.end(),
+                                                [](float v) { return std::isnan(v); }))
+                            << "u stored by the launches";
+                    }
+                    EXPECT_EQ((regularized ? run->e : run->u).to_host(),
+                              (regularized ? steps.e : steps.u).to_host())
+                        << "e";
+                    expect_close(run->x.to_host(), steps.x.to_host(), 1e-6, "x");
+                    expect_close(run->r.to_host(), steps.r.to_host(), 1e-5, "r = A x - b");
+                    expect_close(run->h.to_host(), steps.h.to_host(), 1e-5, "h = A^T r");
+                    if (regularized) {
+                        expect_close(run->g.to_host(), steps.g.to_host(), 1e-5, "g");
+                        expect_close(run->state.to_host(), steps.state.to_host(), 1e-5, "state");
+                    }
+                    expect_close(run->d.to_host(), steps.d.to_host(), 1e-5, "d = -g + beta d");
+                    for (int f = 0; f < batch; ++f) {
+                        SCOPED_TRACE("frame " + std::to_string(f));
+                        EXPECT_EQ(s1[f].status, s2[f].status);
+                        EXPECT_EQ(s1[f].iterations, s2[f].iterations);
+                        EXPECT_NEAR(s1[f].f, s2[f].f, 1e-9 * std::abs(s2[f].f));
+                        EXPECT_NEAR(s1[f].gd, s2[f].gd, 1e-9 * std::abs(s2[f].gd));
+                        EXPECT_NEAR(s1[f].alpha, s2[f].alpha, 1e-9 * std::abs(s2[f].alpha));
+                        EXPECT_NEAR(s1[f].gg, s2[f].gg, 1e-5 * s2[f].gg);
+                        EXPECT_NEAR(s1[f].beta, s2[f].beta, 1e-5 * std::abs(s2[f].beta));
+                    }
+                }
+                auto fresh = poisoned(cache_size);
+                kernels::direction_cache_fill(gpu(), gpu_view, batch, cview(run->d), fresh.view());
+                EXPECT_EQ(run->cache.to_host(), fresh.to_host())
+                    << "pair images, against ones made afresh";
+                if (first != SolveStatus::running) {
+                    const auto pixels = static_cast<std::size_t>(grid.size());
+                    const auto frame0 = [&](const std::vector<float>& v) {
+                        return std::vector<float>(v.begin(), v.begin() + pixels);
+                    };
+                    EXPECT_EQ(frame0(run->x.to_host()), frame0(x)) << "a stopped frame keeps x";
+                    EXPECT_EQ(frame0(run->d.to_host()), frame0(d)) << "and d";
+                    EXPECT_EQ(s1[0].iterations, 4) << "and its scalars";
+                    EXPECT_EQ(s1[0].f, scalars[0].f);
+                }
+            }
+            if (first == SolveStatus::running) {
+                EXPECT_EQ(s2[0].status, SolveStatus::running);
+                EXPECT_EQ(s2[0].iterations, 5);
+            }
+        }
+    }
+}
+
+TEST_P(Parallel2dGpuDirectionCache, ReplacementMatchesItsSteps)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    expect_replacement_matches_its_steps(CachedFrames{GetParam()}, rng);
+}
+
+TEST(Parallel2dGpuDirectionCache, ReplacementForOneTvTermAndWithoutTheViewsTable)
+{
+    // One TV term, the configs' regularizer; a system without the adjoint's
+    // views table takes the calls one after the other.
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const auto all = geometries();
+    const auto mirrored = std::find_if(all.begin(), all.end(), [](const Geometry& g) {
+        return g.name == "mirrored_tiles";
+    });
+    ASSERT_NE(mirrored, all.end());
+    {
+        SCOPED_TRACE("one TV term");
+        CachedFrames frames{*mirrored, 1};
+        frames.terms = CachedFrames::one_tv_term();
+        frames.state_size = static_cast<std::size_t>(
+            kernels::regularizer_state_size(frames.terms, frames.grid, frames.batch));
+        ASSERT_TRUE(expects_one_launch(frames));
+        expect_replacement_matches_its_steps(frames, rng);
+    }
+    {
+        SCOPED_TRACE("no views table");
+        CachedFrames frames{*mirrored, 1};
+        auto view = std::get<kernels::Parallel2dView>(frames.gpu_view);
+        view.adjoint_views = nullptr;
+        frames.gpu_view = view;
+        ASSERT_FALSE(expects_one_launch(frames));
+        expect_replacement_matches_its_steps(frames, rng);
+    }
 }
 
 TEST(Parallel2dGpuDirectionCache, IsKeptOnlyWhereTheRaysReadPairImages)

@@ -399,6 +399,100 @@ TEST(CgnrSteps, OnePassEqualsTheDotStepThenTheStepOnTheCpu)
     }
 }
 
+TEST(CgnrSteps, ReplacementEqualsItsStepsOnTheCpu)
+{
+    // cgnr_step_replacement is one call for the GPU's sake; on the CPU it is
+    // cgnr_step_normal_dots, cgnr_step_update, residual, apply_adjoint,
+    // cgnr_step_beta(_folded) and cgnr_step_direction_cached, bit for bit:
+    // F(x_k, d) on u, then F(x_k, x_{k+1}) on the replaced h, both with the
+    // state the direction step then makes from x_{k+1} (one buffer, as the
+    // solver passes it). With and without a regularizer (without: e is u,
+    // g is h).
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const ImageGrid grid{19, 21};
+    const int batch = 2;
+    const SyntheticView system{700, static_cast<index_t>(grid.size()), 3000, seed};
+    RegularizerTerms tv;
+    tv.count = 1;
+    tv.term[0] = {RegularizerKind::tv, 0.3f, 0.05f};
+    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    const std::size_t m = 700 * static_cast<std::size_t>(batch);
+    auto vec = [&] { return test::random_vector(n, rng); };
+    const auto p = vec(), d = vec(), x = vec(), g = vec(), h = vec();
+    const auto b = test::random_vector(m, rng);
+    const Executor cpu = Executor::cpu();
+    const CgnrParams params{50, 0.0};
+    std::vector<CgnrScalars> s0(batch);
+    for (auto& v : s0) {
+        v.gg0 = 1e3;
+        v.iterations = 4;
+    }
+    s0[1].status = SolveStatus::converged;
+    for (const bool regularized : {true, false}) {
+        SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
+        const RegularizerTerms terms = regularized ? tv : RegularizerTerms{};
+        std::vector<float> state0(std::max<size_type>(1, regularizer_state_size(terms, grid, batch)));
+        if (regularized) regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state0));
+        struct Run {
+            std::vector<float> d, x, h, g, u, e, r, state;
+            std::vector<CgnrScalars> s;
+        };
+        const std::vector<float> nan(n, poison);
+        Run one{d, x, h, g, nan, nan, std::vector<float>(m, poison), state0, s0}, two = one;
+        auto e_of = [&](Run& r) { return regularized ? view_of(r.e) : view_of(r.u); };
+        auto g_of = [&](Run& r) { return regularized ? view_of(r.g) : view_of(r.h); };
+        auto fold = [&](Run& r, std::vector<float>& base, std::vector<float>& v) {
+            return RegularizerFold{terms, grid, cview_of(r.state), cview_of(base), cview_of(v)};
+        };
+        auto prepare = [&](Run& r) {
+            return RegularizerPrepare{terms, grid, cview_of(r.x), view_of(r.state)};
+        };
+        cgnr_step_replacement(cpu, system, params, batch, view_of(one.d), view_of(one.u),
+                              fold(one, one.u, one.d), e_of(one), view_of(one.x), cview_of(b),
+                              view_of(one.r), view_of(one.h), g_of(one), {}, view_of(one.s),
+                              prepare(one));
+        const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
+        cgnr_step_normal_dots(cpu, system, batch, cview_of(two.d), view_of(two.u), {},
+                              fold(two, two.u, two.d), in(g_of(two)), e_of(two), view_of(two.s),
+                              cview_of(two.x));
+        cgnr_step_update(cpu, batch, cview_of(two.d), cview_of(two.u), view_of(two.x),
+                         view_of(two.h), view_of(two.s));
+        residual(cpu, system, batch, cview_of(two.x), cview_of(b), view_of(two.r));
+        apply_adjoint(cpu, system, batch, cview_of(two.r), view_of(two.h));
+        if (regularized) {
+            cgnr_step_beta_folded(cpu, params, batch, fold(two, two.h, two.x), in(e_of(two)),
+                                  g_of(two), view_of(two.s));
+        } else {
+            cgnr_step_beta(cpu, params, batch, in(g_of(two)), in(e_of(two)), view_of(two.s));
+        }
+        cgnr_step_direction_cached(cpu, system, batch, in(g_of(two)), view_of(two.d), {},
+                                   view_of(two.s), prepare(two));
+        EXPECT_EQ(one.u, two.u);
+        EXPECT_EQ(one.d, two.d);
+        EXPECT_EQ(one.x, two.x);
+        EXPECT_EQ(one.r, two.r);
+        EXPECT_EQ(one.h, two.h);
+        if (regularized) {
+            EXPECT_EQ(one.e, two.e);
+            EXPECT_EQ(one.g, two.g);
+            EXPECT_EQ(one.state, two.state);
+        }
+        for (int f = 0; f < batch; ++f) {
+            SCOPED_TRACE("frame " + std::to_string(f));
+            EXPECT_EQ(one.s[f].status, two.s[f].status);
+            EXPECT_EQ(one.s[f].f, two.s[f].f);
+            EXPECT_EQ(one.s[f].alpha, two.s[f].alpha);
+            EXPECT_EQ(one.s[f].gg, two.s[f].gg);
+            EXPECT_EQ(one.s[f].beta, two.s[f].beta);
+            EXPECT_EQ(one.s[f].iterations, two.s[f].iterations);
+        }
+        EXPECT_EQ(one.s[0].iterations, 5);
+        EXPECT_EQ(one.s[1].status, SolveStatus::converged);
+    }
+}
+
 TEST(CgnrSteps, TheCpuKeepsNoCopyOfTheDirection)
 {
     // The CPU's products read d itself: no cache, and one offered is a
