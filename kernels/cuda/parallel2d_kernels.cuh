@@ -1485,26 +1485,55 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
     }
 }
 
+/// The pixel a thread of a whole-step epilogue owns (the threads below the
+/// block's pixel count, adjoint_pixel), whether it lies in the image, and
+/// its index there.
+struct OwnedPixel {
+    AdjointPixel at;
+    bool inside;
+    size_type k;
+};
+
+template <bool Mirrored, int Threads>
+__device__ __forceinline__ OwnedPixel owned_pixel(const Parallel2dView& v)
+{
+    constexpr int pixels = adjoint_tile * adjoint_tile * adjoint_block_tiles<Mirrored>;
+    static_assert(pixels <= Threads);
+    const int t = static_cast<int>(threadIdx.x);
+    OwnedPixel o;
+    o.at = adjoint_pixel<Mirrored>(v, t < pixels ? t : 0);
+    o.inside = t < pixels && o.at.ix < v.nx && o.at.iy < v.ny;
+    o.k = static_cast<size_type>(o.at.iy) * v.nx + o.at.ix;
+    return o;
+}
+
+/// A whole-step epilogue's one grid sync with a pair of sums: the block's
+/// sum of every thread's `sum` into its slot of `sums`, the grid-wide
+/// barrier, then the grid's total in one fixed order (every block gets the
+/// same bits), returned to thread 0. Every thread of the block calls it.
+template <int Threads>
+__device__ __forceinline__ double2 grid_sum_through_sync(double2 sum, double2* sums)
+{
+    const int t = static_cast<int>(threadIdx.x);
+    store_block_sum<Threads / 32>(sum, t, sums + blockIdx.y * gridDim.x + blockIdx.x);
+    grid_barrier();
+    double2 total{0.0, 0.0};
+    if (t < 32) total = warp_sum_partials(t, sums, gridDim.x * gridDim.y);
+    return total;
+}
+
 template <bool WithState>
 template <bool Mirrored, int Threads, class PixelSum>
 __device__ void UpdateEpilogue<WithState>::run(const Parallel2dView& v, float* /*u: as e*/,
                                                PixelSum&& pixel_sum) const
 {
     static_assert(adjoint_tile == pair_tile && Mirrored);
-    constexpr int pixels = adjoint_tile * adjoint_tile * adjoint_block_tiles<Mirrored>;
-    static_assert(pixels <= Threads);
     __shared__ CgnrScalars before;  // the frame's, taken before the sync
     __shared__ float alpha;
     __shared__ bool steps;
     __shared__ PairTile x_next[adjoint_block_tiles<Mirrored>];
-    const int t = threadIdx.x;
-    const unsigned blocks = gridDim.x * gridDim.y;
-    const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
-    const index_t nx = v.nx, ny = v.ny;
-    const AdjointPixel at = adjoint_pixel<Mirrored>(v, t < pixels ? t : 0);
-    const bool inside = t < pixels && at.ix < nx && at.iy < ny;
-    const size_type k = static_cast<size_type>(at.iy) * nx + at.ix;
-    if (t == 0) before = *s;  // nobody writes the scalars before the sync below
+    const auto [at, inside, k] = owned_pixel<Mirrored, Threads>(v);
+    if (threadIdx.x == 0) before = *s;  // nobody writes the scalars before the sync below
 
     // u, e = u + F(x_k, d), and the block's dᵀe and gᵀd (StepDotsAt::at)
     float d_k = 0.0f, x_k = 0.0f;
@@ -1520,22 +1549,17 @@ __device__ void UpdateEpilogue<WithState>::run(const Parallel2dView& v, float* /
         const double dd = d_k;
         sum = {dd * e_k, static_cast<double>(g_k) * dd};
     }
-    store_block_sum<Threads / 32>(sum, t, sums + block);
-
-    grid_barrier();
-    // f, gᵀd and α, every block alike from the grid's sums
-    if (t < 32) {
-        const double2 total = warp_sum_partials(t, sums, blocks);
-        if (t == 0) {
-            CgnrScalars local = before;
-            if (local.status == SolveStatus::running) {  // as StepDotsAt::finish
-                local.f = total.x;
-                local.gd = total.y;
-            }
-            steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
-            alpha = static_cast<float>(local.alpha);
-            if (block == 0 && before.status == SolveStatus::running) *s = local;
+    const double2 total = grid_sum_through_sync<Threads>(sum, sums);
+    // f, gᵀd and α, every block alike
+    if (threadIdx.x == 0) {
+        CgnrScalars local = before;
+        if (local.status == SolveStatus::running) {  // as StepDotsAt::finish
+            local.f = total.x;
+            local.gd = total.y;
         }
+        steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
+        alpha = static_cast<float>(local.alpha);
+        if (blockIdx.x + blockIdx.y == 0 && before.status == SolveStatus::running) *s = local;
     }
     __syncthreads();
     // x_{k+1} into x and, after the barrier, into its pair images
@@ -1554,20 +1578,12 @@ __device__ void ReplacementEpilogue<WithState>::run(const Parallel2dView& v, flo
                                                     PixelSum&& pixel_sum) const
 {
     static_assert(adjoint_tile == pair_tile && Mirrored);
-    constexpr int pixels = adjoint_tile * adjoint_tile * adjoint_block_tiles<Mirrored>;
-    static_assert(pixels <= Threads);
     __shared__ CgnrScalars before;  // the frame's, taken before the sync
     __shared__ float beta;
     __shared__ bool moves;
     __shared__ PairTile d_next[adjoint_block_tiles<Mirrored>];
-    const int t = threadIdx.x;
-    const unsigned blocks = gridDim.x * gridDim.y;
-    const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
-    const index_t nx = v.nx, ny = v.ny;
-    const AdjointPixel at = adjoint_pixel<Mirrored>(v, t < pixels ? t : 0);
-    const bool inside = t < pixels && at.ix < nx && at.iy < ny;
-    const size_type k = static_cast<size_type>(at.iy) * nx + at.ix;
-    if (t == 0) before = *s;  // nobody writes the scalars before the sync below
+    const auto [at, inside, k] = owned_pixel<Mirrored, Threads>(v);
+    if (threadIdx.x == 0) before = *s;  // nobody writes the scalars before the sync below
 
     // h, g = h + F(x_k, x_{k+1}), and the block's gᵀe and ‖g‖²
     // (cgnr_step_beta_folded's element; without terms g is h)
@@ -1586,21 +1602,16 @@ __device__ void ReplacementEpilogue<WithState>::run(const Parallel2dView& v, flo
         const double gd = g_k;
         sum = {gd * e_k, gd * gd};
     }
-    store_block_sum<Threads / 32>(sum, t, sums + block);
-
-    grid_barrier();
-    // β and the stop tests, every block alike from the grid's sums
-    if (t < 32) {
-        const double2 total = warp_sum_partials(t, sums, blocks);
-        if (t == 0) {
-            CgnrScalars local = before;
-            if (local.status == SolveStatus::running) {
-                cgnr_scalars_end(local, params, total.x, total.y);
-                if (block == 0) *s = local;
-            }
-            moves = local.status == SolveStatus::running;
-            beta = static_cast<float>(local.beta);
+    const double2 total = grid_sum_through_sync<Threads>(sum, sums);
+    // β and the stop tests, every block alike
+    if (threadIdx.x == 0) {
+        CgnrScalars local = before;
+        if (local.status == SolveStatus::running) {
+            cgnr_scalars_end(local, params, total.x, total.y);
+            if (blockIdx.x + blockIdx.y == 0) *s = local;
         }
+        moves = local.status == SolveStatus::running;
+        beta = static_cast<float>(local.beta);
     }
     // the state of x_{k+1} (every F above has read x_k's before the sync)
     if constexpr (WithState) {
@@ -1613,9 +1624,9 @@ __device__ void ReplacementEpilogue<WithState>::run(const Parallel2dView& v, flo
     if (!moves) return;  // uniform over the grid
     // d = −g + β d into d and, after the barrier, the pair images
     if (inside) {
-        const float dn = direction_at(g_k, beta, d_k);
-        d[k] = dn;
-        d_next[at.tile][at.iy - at.y0][at.ix - at.x0] = dn;
+        const float next = direction_at(g_k, beta, d_k);
+        d[k] = next;
+        d_next[at.tile][at.iy - at.y0][at.ix - at.x0] = next;
     }
     __syncthreads();
     put_tiles_in_pairs<Mirrored, Threads>(v, pairs, d_next);

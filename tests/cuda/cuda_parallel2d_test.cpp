@@ -561,6 +561,21 @@ TEST_P(Parallel2dGpuDirectionCache, UpdateAndDirectionInOneLaunchMatchTwoLaunche
     }
 }
 
+/// The scalars at an iteration's start (‖g‖² 1 of `gg0`, 4 iterations
+/// done): frame 0 `first`; with 3 frames, frame 1 has stopped.
+std::vector<kernels::CgnrScalars> start_scalars(int batch, SolveStatus first, double gg0)
+{
+    std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
+    for (auto& sc : scalars) {
+        sc.gg0 = gg0;
+        sc.gg = 1.0;
+        sc.iterations = 4;
+    }
+    scalars[0].status = first;
+    if (batch > 2) scalars[1].status = SolveStatus::converged;
+    return scalars;
+}
+
 /// Whether cgnr_step_one_pass takes its one launch on these frames, by
 /// the library's rule: one frame whose adjoint takes mirrored tiles (nx a
 /// multiple of 32, ny of 16, the detector centred) on a system with its
@@ -606,14 +621,7 @@ void expect_one_pass_matches_its_steps(const CachedFrames& frames, std::mt19937_
     kernels::regularizer_prepare(Executor::cpu(), terms, grid, batch, cview_of(p), view_of(state));
     for (const SolveStatus first : {SolveStatus::running, SolveStatus::converged}) {
         SCOPED_TRACE(first == SolveStatus::running ? "frame 0 runs" : "frame 0 has stopped");
-        std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
-        for (auto& sc : scalars) {
-            sc.gg0 = 1e6;
-            sc.gg = 1.0;
-            sc.iterations = 4;
-        }
-        scalars[0].status = first;
-        if (batch > 2) scalars[1].status = SolveStatus::converged;
+        const auto scalars = start_scalars(batch, first, 1e6);
         for (const bool regularized : {true, false}) {
             SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
             struct Run {
@@ -785,16 +793,14 @@ TEST(Parallel2dGpuDirectionCache, OnePassSumsOverTheNewGradientWhereTheExpansion
     }
 }
 
-TEST(Parallel2dGpuDirectionCache, OnePassForOneTvTermAndWithoutTheViewsTable)
+/// `check` on one frame of the mirrored geometry with one TV term, the
+/// configs' regularizer, which takes launches compiled for it (the tests'
+/// others take TV and a sign constraint), and without the adjoint's views
+/// table (an image or view count beyond parallel2d_table_max_bytes), which
+/// takes the calls apart.
+void with_one_tv_term_and_without_the_views_table(
+    std::mt19937_64& rng, void (*check)(const CachedFrames&, std::mt19937_64&))
 {
-    // One TV term, the configs' regularizer, takes a launch compiled for it
-    // (the test's others take TV and a sign constraint); a system without
-    // the adjoint's views table (an image or view count beyond
-    // parallel2d_table_max_bytes) takes the two calls.
-    RECON_REQUIRE_GPU();
-    const auto seed = test::fresh_seed();
-    SCOPED_TRACE(test::seed_trace(seed));
-    std::mt19937_64 rng{seed};
     const auto all = geometries();
     const auto mirrored = std::find_if(all.begin(), all.end(), [](const Geometry& g) {
         return g.name == "mirrored_tiles";
@@ -807,7 +813,7 @@ TEST(Parallel2dGpuDirectionCache, OnePassForOneTvTermAndWithoutTheViewsTable)
         frames.state_size = static_cast<std::size_t>(
             kernels::regularizer_state_size(frames.terms, frames.grid, frames.batch));
         ASSERT_TRUE(expects_one_launch(frames));
-        expect_one_pass_matches_its_steps(frames, rng);
+        check(frames, rng);
     }
     {
         SCOPED_TRACE("no views table");
@@ -816,8 +822,20 @@ TEST(Parallel2dGpuDirectionCache, OnePassForOneTvTermAndWithoutTheViewsTable)
         view.adjoint_views = nullptr;
         frames.gpu_view = view;
         ASSERT_FALSE(expects_one_launch(frames));
-        expect_one_pass_matches_its_steps(frames, rng);
+        check(frames, rng);
     }
+}
+
+TEST(Parallel2dGpuDirectionCache, OnePassForOneTvTermAndWithoutTheViewsTable)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    with_one_tv_term_and_without_the_views_table(
+        rng, [](const CachedFrames& frames, std::mt19937_64& r) {
+            expect_one_pass_matches_its_steps(frames, r);
+        });
 }
 
 TEST(Parallel2dGpuDirectionCache, OnePassOfAnImageTooLargeForOneCooperativeAdjoint)
@@ -860,17 +878,12 @@ void expect_replacement_matches_its_steps(const CachedFrames& frames, std::mt199
     std::vector<float> state(state_size);
     kernels::regularizer_prepare(Executor::cpu(), terms, grid, batch, cview_of(p), view_of(state));
     const auto db = upload(b);
-    const auto in = [](kernels::View<float> v) { return kernels::View<const float>{v.data, v.size}; };
+    const auto in = [](kernels::View<float> v) {
+        return kernels::View<const float>{v.data, v.size};
+    };
     for (const SolveStatus first : {SolveStatus::running, SolveStatus::converged}) {
         SCOPED_TRACE(first == SolveStatus::running ? "frame 0 runs" : "frame 0 has stopped");
-        std::vector<kernels::CgnrScalars> scalars(static_cast<std::size_t>(batch));
-        for (auto& sc : scalars) {
-            sc.gg0 = 1e12;
-            sc.gg = 1.0;
-            sc.iterations = 4;
-        }
-        scalars[0].status = first;
-        if (batch > 2) scalars[1].status = SolveStatus::converged;
+        const auto scalars = start_scalars(batch, first, 1e12);
         for (const bool regularized : {true, false}) {
             SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
             struct Run {
@@ -1017,35 +1030,11 @@ TEST_P(Parallel2dGpuDirectionCache, ReplacementMatchesItsSteps)
 
 TEST(Parallel2dGpuDirectionCache, ReplacementForOneTvTermAndWithoutTheViewsTable)
 {
-    // One TV term, the configs' regularizer; a system without the adjoint's
-    // views table takes the calls one after the other.
     RECON_REQUIRE_GPU();
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
-    const auto all = geometries();
-    const auto mirrored = std::find_if(all.begin(), all.end(), [](const Geometry& g) {
-        return g.name == "mirrored_tiles";
-    });
-    ASSERT_NE(mirrored, all.end());
-    {
-        SCOPED_TRACE("one TV term");
-        CachedFrames frames{*mirrored, 1};
-        frames.terms = CachedFrames::one_tv_term();
-        frames.state_size = static_cast<std::size_t>(
-            kernels::regularizer_state_size(frames.terms, frames.grid, frames.batch));
-        ASSERT_TRUE(expects_one_launch(frames));
-        expect_replacement_matches_its_steps(frames, rng);
-    }
-    {
-        SCOPED_TRACE("no views table");
-        CachedFrames frames{*mirrored, 1};
-        auto view = std::get<kernels::Parallel2dView>(frames.gpu_view);
-        view.adjoint_views = nullptr;
-        frames.gpu_view = view;
-        ASSERT_FALSE(expects_one_launch(frames));
-        expect_replacement_matches_its_steps(frames, rng);
-    }
+    with_one_tv_term_and_without_the_views_table(rng, expect_replacement_matches_its_steps);
 }
 
 TEST(Parallel2dGpuDirectionCache, IsKeptOnlyWhereTheRaysReadPairImages)

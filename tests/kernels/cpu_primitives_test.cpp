@@ -313,6 +313,62 @@ TEST(CgnrSteps, CombinedCallsEqualTheirStepsOnTheCpu)
     EXPECT_EQ(s1[1].status, SolveStatus::breakdown);
 }
 
+/// The combined calls' CPU tests' inputs: two frames of a synthetic system
+/// on a 19 x 21 grid, a TV term, random images (p for the state F reads)
+/// and scalars of an iteration's start; frame 1 has stopped.
+struct TwoFrameStep {
+    explicit TwoFrameStep(std::uint64_t seed)
+        : rng{seed}, system{700, static_cast<index_t>(grid.size()), 3000, seed}
+    {
+        tv.count = 1;
+        tv.term[0] = {RegularizerKind::tv, 0.3f, 0.05f};
+        for (auto* v : {&p, &d, &x, &g, &h}) *v = test::random_vector(n, rng);
+        for (auto& v : s0) {
+            v.gg0 = 1e3;
+            v.iterations = 4;
+        }
+        s0[1].status = SolveStatus::converged;
+    }
+    /// The state of p for `terms` (one element where there is none).
+    std::vector<float> state(const RegularizerTerms& terms) const
+    {
+        std::vector<float> st(std::max<size_type>(1, regularizer_state_size(terms, grid, batch)));
+        if (terms.count > 0) {
+            regularizer_prepare(Executor::cpu(), terms, grid, batch, cview_of(p), view_of(st));
+        }
+        return st;
+    }
+
+    std::mt19937_64 rng;
+    ImageGrid grid{19, 21};
+    int batch = 2;
+    SyntheticView system;
+    RegularizerTerms tv;
+    std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    std::vector<float> p, d, x, g, h;
+    CgnrParams params{50, 0.0};
+    std::vector<CgnrScalars> s0 = std::vector<CgnrScalars>(2);
+};
+
+/// A TwoFrameStep's scalars after one call and after its steps: the same
+/// bits; frame 0 has taken its step, frame 1 stays stopped.
+void expect_same_step_scalars(const std::vector<CgnrScalars>& one,
+                              const std::vector<CgnrScalars>& two)
+{
+    ASSERT_EQ(one.size(), two.size());
+    for (std::size_t b = 0; b < one.size(); ++b) {
+        SCOPED_TRACE("frame " + std::to_string(b));
+        EXPECT_EQ(one[b].status, two[b].status);
+        EXPECT_EQ(one[b].f, two[b].f);
+        EXPECT_EQ(one[b].alpha, two[b].alpha);
+        EXPECT_EQ(one[b].gg, two[b].gg);
+        EXPECT_EQ(one[b].beta, two[b].beta);
+        EXPECT_EQ(one[b].iterations, two[b].iterations);
+    }
+    EXPECT_EQ(one[0].iterations, 5);
+    EXPECT_EQ(one[1].status, SolveStatus::converged);
+}
+
 TEST(CgnrSteps, OnePassEqualsTheDotStepThenTheStepOnTheCpu)
 {
     // cgnr_step_one_pass is one call for the GPU's sake; on the CPU it is
@@ -322,29 +378,13 @@ TEST(CgnrSteps, OnePassEqualsTheDotStepThenTheStepOnTheCpu)
     // (without: e is u, g is h).
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
-    std::mt19937_64 rng{seed};
-    const ImageGrid grid{19, 21};
-    const int batch = 2;
-    const SyntheticView system{700, static_cast<index_t>(grid.size()), 3000, seed};
-    RegularizerTerms tv;
-    tv.count = 1;
-    tv.term[0] = {RegularizerKind::tv, 0.3f, 0.05f};
-    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
-    auto vec = [&] { return test::random_vector(n, rng); };
-    const auto p = vec(), d = vec(), x = vec(), g = vec(), h = vec();
+    TwoFrameStep setup{seed};
+    const auto& [rng, grid, batch, system, tv, n, p, d, x, g, h, params, s0] = setup;
     const Executor cpu = Executor::cpu();
-    const CgnrParams params{50, 0.0};
-    std::vector<CgnrScalars> s0(batch);
-    for (auto& v : s0) {
-        v.gg0 = 1e3;
-        v.iterations = 4;
-    }
-    s0[1].status = SolveStatus::converged;
     for (const bool regularized : {true, false}) {
         SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
         const RegularizerTerms terms = regularized ? tv : RegularizerTerms{};
-        std::vector<float> state0(std::max<size_type>(1, regularizer_state_size(terms, grid, batch)));
-        if (regularized) regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state0));
+        const std::vector<float> state0 = setup.state(terms);
         struct Run {
             std::vector<float> d, x, h, g, u, e, fx, state;
             std::vector<CgnrScalars> s;
@@ -386,16 +426,7 @@ TEST(CgnrSteps, OnePassEqualsTheDotStepThenTheStepOnTheCpu)
             EXPECT_EQ(one.g, two.g);
             EXPECT_EQ(one.state, two.state);
         }
-        for (int b = 0; b < batch; ++b) {
-            SCOPED_TRACE("frame " + std::to_string(b));
-            EXPECT_EQ(one.s[b].status, two.s[b].status);
-            EXPECT_EQ(one.s[b].f, two.s[b].f);
-            EXPECT_EQ(one.s[b].alpha, two.s[b].alpha);
-            EXPECT_EQ(one.s[b].beta, two.s[b].beta);
-            EXPECT_EQ(one.s[b].iterations, two.s[b].iterations);
-        }
-        EXPECT_EQ(one.s[0].iterations, 5);
-        EXPECT_EQ(one.s[1].status, SolveStatus::converged);
+        expect_same_step_scalars(one.s, two.s);
     }
 }
 
@@ -410,31 +441,15 @@ TEST(CgnrSteps, ReplacementEqualsItsStepsOnTheCpu)
     // g is h).
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
-    std::mt19937_64 rng{seed};
-    const ImageGrid grid{19, 21};
-    const int batch = 2;
-    const SyntheticView system{700, static_cast<index_t>(grid.size()), 3000, seed};
-    RegularizerTerms tv;
-    tv.count = 1;
-    tv.term[0] = {RegularizerKind::tv, 0.3f, 0.05f};
-    const std::size_t n = static_cast<std::size_t>(grid.size()) * batch;
+    TwoFrameStep setup{seed};
+    auto& [rng, grid, batch, system, tv, n, p, d, x, g, h, params, s0] = setup;
     const std::size_t m = 700 * static_cast<std::size_t>(batch);
-    auto vec = [&] { return test::random_vector(n, rng); };
-    const auto p = vec(), d = vec(), x = vec(), g = vec(), h = vec();
     const auto b = test::random_vector(m, rng);
     const Executor cpu = Executor::cpu();
-    const CgnrParams params{50, 0.0};
-    std::vector<CgnrScalars> s0(batch);
-    for (auto& v : s0) {
-        v.gg0 = 1e3;
-        v.iterations = 4;
-    }
-    s0[1].status = SolveStatus::converged;
     for (const bool regularized : {true, false}) {
         SCOPED_TRACE(regularized ? "regularized" : "no regularizer");
         const RegularizerTerms terms = regularized ? tv : RegularizerTerms{};
-        std::vector<float> state0(std::max<size_type>(1, regularizer_state_size(terms, grid, batch)));
-        if (regularized) regularizer_prepare(cpu, terms, grid, batch, cview_of(p), view_of(state0));
+        const std::vector<float> state0 = setup.state(terms);
         struct Run {
             std::vector<float> d, x, h, g, u, e, r, state;
             std::vector<CgnrScalars> s;
@@ -479,17 +494,7 @@ TEST(CgnrSteps, ReplacementEqualsItsStepsOnTheCpu)
             EXPECT_EQ(one.g, two.g);
             EXPECT_EQ(one.state, two.state);
         }
-        for (int f = 0; f < batch; ++f) {
-            SCOPED_TRACE("frame " + std::to_string(f));
-            EXPECT_EQ(one.s[f].status, two.s[f].status);
-            EXPECT_EQ(one.s[f].f, two.s[f].f);
-            EXPECT_EQ(one.s[f].alpha, two.s[f].alpha);
-            EXPECT_EQ(one.s[f].gg, two.s[f].gg);
-            EXPECT_EQ(one.s[f].beta, two.s[f].beta);
-            EXPECT_EQ(one.s[f].iterations, two.s[f].iterations);
-        }
-        EXPECT_EQ(one.s[0].iterations, 5);
-        EXPECT_EQ(one.s[1].status, SolveStatus::converged);
+        expect_same_step_scalars(one.s, two.s);
     }
 }
 
