@@ -256,6 +256,7 @@ void sanitize_solves(SolveLaunch launch)
         problems.push_back({parallel, "tv:0.02,nonneg:2", 2});  // the pair images of d kept
         problems.push_back({parallel, "tv:0.02,nonneg:2", 1});  // the step in the adjoint's launch
         problems.push_back({mirrored, "tv:0.02,nonneg:2", 1});  // with mirrored tiles
+        problems.push_back({mirrored, "none", 1});  // the launches compiled without terms
     }
     for (const auto& [model, regularizer, batch] : problems) {
         const auto b = test::random_vector(static_cast<std::size_t>(batch) * model.rows(), rng);
