@@ -514,7 +514,21 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
                        batch_note(batch, out.timing, out.results,
                                   worst_residual(p.csr->csr(), out.image, p.b))});
         }
-        // One graph instance per stream, all streams at once.
+    }
+}
+
+// add_cuda_rows measures these last: once work has been queued on many
+// streams, every later solve of the process on its own stream runs 2-4 %
+// slower, ours and cuSPARSE's alike, even after those streams are destroyed
+// (docs/gpu-performance.md, history v47). No other row uses more than one
+// stream; the pipeline uses two a worker (FrameSolver's compute and copy).
+void add_cuda_stream_batch_rows(BenchTable& table, const BenchProblem& p, const Executor& exec,
+                                const BenchConfig& config)
+{
+    const std::string device = kn::device_name(exec);
+    const int reps = std::max(10, config.repetitions);
+    for (const int batch : {1, 4, 16}) {
+        const std::string frames = std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
         std::vector<kn::BenchStream> streams;
         std::vector<Executor> execs;
         std::vector<std::unique_ptr<recon::CgnrSolver>> solvers;
@@ -563,6 +577,8 @@ void add_cuda_rows(BenchTable& table, const std::vector<const BenchProblem*>& pr
         if (config.wants("batch")) add_cuda_batch_rows(table, *p, exec, config);
     }
     if (config.wants("ct")) add_cuda_ct_rows(table, exec, config);
+    if (!config.wants("batch")) return;
+    for (const BenchProblem* p : problems) add_cuda_stream_batch_rows(table, *p, exec, config);
 }
 
 }  // namespace recon::pipeline

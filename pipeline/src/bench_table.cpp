@@ -48,7 +48,15 @@ double host_timed_ms(const kernels::Executor& exec, const std::function<void()>&
         .count();
 }
 
-void BenchTable::add(BenchRow row) { rows_.push_back(std::move(row)); }
+void BenchTable::add(BenchRow row)
+{
+    const auto same_table = [&](const BenchRow& r) {
+        return r.section == row.section && r.problem == row.problem;
+    };
+    const auto last = std::find_if(rows_.rbegin(), rows_.rend(), same_table);
+    // base() of the reverse iterator is the position just after that row.
+    rows_.insert(last == rows_.rend() ? rows_.end() : last.base(), std::move(row));
+}
 
 void BenchTable::set_baseline(const std::string& section, const std::string& variant)
 {

@@ -46,6 +46,9 @@ struct BenchRow {
 
 class BenchTable {
 public:
+    /// Adds a row after the last one of its section and problem (at the end
+    /// where it is the first), so that the tables print and store grouped
+    /// whatever order their rows were measured in.
     void add(BenchRow row);
     /// Rows of `section` get a ratio column: median / median of the row
     /// named `variant` for the same problem (lower is faster).

@@ -27,10 +27,15 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& problem,
 /// parallel2d 256 x 256, 180 views over 180°, TV: on the fly against the
 /// materialized matrix in cuSPARSE (problem name "ct_256").
 void add_cuda_ct_rows(BenchTable& table, const kernels::Executor& exec, const BenchConfig& config);
+/// B = 1, 4 and 16 frames solved together (one solver for the batch).
 void add_cuda_batch_rows(BenchTable& table, const BenchProblem& problem,
                          const kernels::Executor& exec, const BenchConfig& config);
+/// The same frames as one graph instance per stream, every stream at once.
+void add_cuda_stream_batch_rows(BenchTable& table, const BenchProblem& problem,
+                                const kernels::Executor& exec, const BenchConfig& config);
 
-/// All of the above for the given problems, plus the ratio baselines.
+/// All of the above for the given problems, plus the ratio baselines; the
+/// rows on many streams last (add_cuda_stream_batch_rows says why).
 void add_cuda_rows(BenchTable& table, const std::vector<const BenchProblem*>& problems,
                    const kernels::Executor& exec, const BenchConfig& config);
 
