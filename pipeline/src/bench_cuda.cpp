@@ -233,6 +233,16 @@ void add_ct_operator_rows(BenchTable& table, const recon::Parallel2d& fly, const
     }
 }
 
+/// The batch sizes of the batch tables, their repetitions and row labels.
+constexpr int bench_batches[] = {1, 4, 16};
+
+int batch_repetitions(const BenchConfig& config) { return std::max(10, config.repetitions); }
+
+std::string frames_label(int batch)
+{
+    return std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
+}
+
 }  // namespace
 
 void add_cuda_operator_rows(BenchTable& table, const BenchProblem& p, const Executor& exec,
@@ -477,9 +487,9 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
                          const BenchConfig& config)
 {
     const std::string device = kn::device_name(exec);
-    const int reps = std::max(10, config.repetitions);
-    for (const int batch : {1, 4, 16}) {
-        const std::string frames = std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
+    const int reps = batch_repetitions(config);
+    for (const int batch : bench_batches) {
+        const std::string frames = frames_label(batch);
         // The persistent kernel's default (the normal matrix on chip where
         // n is small, its frames sharing each pass over it), the same kernel
         // on the rows of A, and the graph.
@@ -526,9 +536,9 @@ void add_cuda_stream_batch_rows(BenchTable& table, const BenchProblem& p, const 
                                 const BenchConfig& config)
 {
     const std::string device = kn::device_name(exec);
-    const int reps = std::max(10, config.repetitions);
-    for (const int batch : {1, 4, 16}) {
-        const std::string frames = std::to_string(batch) + " frame" + (batch > 1 ? "s" : "");
+    const int reps = batch_repetitions(config);
+    for (const int batch : bench_batches) {
+        const std::string frames = frames_label(batch);
         std::vector<kn::BenchStream> streams;
         std::vector<Executor> execs;
         std::vector<std::unique_ptr<recon::CgnrSolver>> solvers;
