@@ -44,6 +44,7 @@ TEST(BenchTable, RowsMeasuredLaterJoinTheirSectionAndProblem)
     std::ostringstream printed;
     table.print(printed);
     const std::string text = printed.str();
+    ASSERT_NE(text.find("== batch — large"), std::string::npos) << text;
     EXPECT_EQ(text.find("== batch — large"), text.rfind("== batch — large"))
         << "one heading per section and problem:\n"
         << text;
