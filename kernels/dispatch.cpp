@@ -196,13 +196,13 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
 
 void cgnr_step_replacement(const Executor& exec, const SystemView& system,
                            const CgnrParams& params, int batch, View<float> d, View<float> u,
-                           const RegularizerFold& fold, View<float> e, View<float> x,
-                           View<const float> b, View<float> r, View<float> h, View<float> g,
-                           View<float> cache, View<CgnrScalars> scalars,
+                           const RegularizerFold& fold, View<float> e, View<float> fx,
+                           View<float> x, View<const float> b, View<float> r, View<float> h,
+                           View<float> g, View<float> cache, View<CgnrScalars> scalars,
                            const RegularizerPrepare& prepare)
 {
-    RECON_DISPATCH(cgnr_step_replacement, exec, system, params, batch, d, u, fold, e, x, b, r, h,
-                   g, cache, scalars, prepare);
+    RECON_DISPATCH(cgnr_step_replacement, exec, system, params, batch, d, u, fold, e, fx, x, b, r,
+                   h, g, cache, scalars, prepare);
 }
 
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,

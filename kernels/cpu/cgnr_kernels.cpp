@@ -109,24 +109,15 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
 
 void cgnr_step_replacement(const Executor& exec, const SystemView& system,
                            const CgnrParams& params, int batch, View<float> d, View<float> u,
-                           const RegularizerFold& fold, View<float> e, View<float> x,
-                           View<const float> b, View<float> r, View<float> h, View<float> g,
-                           View<float> cache, View<CgnrScalars> scalars,
+                           const RegularizerFold& fold, View<float> e, View<float> fx,
+                           View<float> x, View<const float> b, View<float> r, View<float> h,
+                           View<float> g, View<float> cache, View<CgnrScalars> scalars,
                            const RegularizerPrepare& prepare)
 {
-    const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
-    cpu::cgnr_step_normal_dots(exec, system, batch, in(d), u, {}, fold, in(g), e, scalars, in(x),
-                               {}, in(cache));
-    cpu::cgnr_step_update(exec, batch, in(d), in(u), x, h, scalars);
-    cpu::residual(exec, system, batch, in(x), b, r);
-    cpu::apply_adjoint(exec, system, batch, in(r), h);
-    if (fold.terms.count > 0) {
-        const RegularizerFold at_x{fold.terms, fold.grid, fold.state, in(h), in(x)};
-        cpu::cgnr_step_beta_folded(exec, params, batch, at_x, in(e), g, scalars);
-    } else {
-        cpu::cgnr_step_beta(exec, params, batch, in(g), in(e), scalars);
-    }
-    cpu::cgnr_step_direction_cached(exec, system, batch, in(g), d, cache, scalars, prepare);
+    cpu::residual(exec, system, batch, View<const float>{x.data, x.size}, b, r);
+    cpu::apply_adjoint(exec, system, batch, View<const float>{r.data, r.size}, h);
+    cpu::cgnr_step_one_pass(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache,
+                            scalars, prepare);
 }
 
 void cgnr_step_normal_dots(const Executor& exec, const SystemView& system, int batch,

@@ -39,12 +39,11 @@ struct StepVectors {
 /// (RECON_UPDATE_DIRECTION, for comparing): `auto` (default) takes the
 /// fewest launches that can run: where one parallel-beam frame keeps the
 /// pair images of d and its adjoint takes mirrored tiles, the adjoint runs
-/// the whole step after its view loop (cgnr_step_one_pass, and the
-/// adjoints of a residual replacement's iteration theirs:
-/// cgnr_step_replacement); else the cooperative step. `cooperative` keeps
-/// the cooperative step a launch of its own (and a replacement's steps
-/// theirs); `split` takes the update and β step and the direction step as
-/// two launches. Anything else is an error naming the variable.
+/// the whole step after its view loop (cgnr_step_one_pass, and
+/// cgnr_step_replacement after the refresh of h); else the cooperative
+/// step. `cooperative` keeps the cooperative step a launch of its own;
+/// `split` takes the update and β step and the direction step as two
+/// launches. Anything else is an error naming the variable.
 enum class StepLaunch { fewest, cooperative, split };  // the variable's choices, in order
 StepLaunch step_launch();
 

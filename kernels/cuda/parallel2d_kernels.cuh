@@ -92,9 +92,9 @@
 // kernels and one grid sync per iteration. ncu (H100, 2026-11-22, before
 // the last): rays 16.0 µs, the adjoint with the epilogue ~21 µs (17.1
 // alone), the cooperative step 7.2 µs. An iteration that a residual
-// replacement follows (cgnr_step_replacement) is four launches: the rays,
-// the adjoint with the dot step and the update (UpdateEpilogue), A x − b,
-// and the adjoint of r with the β and direction steps (ReplacementEpilogue).
+// replacement starts (cgnr_step_replacement) is four launches: x_k's pair
+// images, the rays of d and x_k in one walk (A d, A x_k − b), the adjoint of
+// r into h, and the one-pass step's adjoint of A d.
 
 #include <cuda_runtime.h>
 
@@ -407,12 +407,25 @@ __global__ void __launch_bounds__(pair_tile * pair_tile)
 /// Tabled, where the caller found one, the kernel is compiled without the
 /// code that makes them (ct_256 with TV, with the same for the one-pass
 /// adjoint: −0.06 ms a solve, the code an iteration runs the same).
-template <int BT, class Acc, bool Tabled>
+/// WithResidual (one frame, a residual replacement's iteration): the same
+/// walk also gives `residual.r` = A x − b from x's pair images, its sums in
+/// double as the `sub` form's (the same operations, so the same bits), where
+/// the two products apart walked every ray twice.
+struct ResidualRays {
+    const float2* x_pairs;  // one frame's pair images of x
+    const float* b;
+    float* r;
+};
+
+template <int BT, class Acc, bool Tabled, bool WithResidual = false>
 __global__ void __launch_bounds__(32 * ray_segments, 12)
     parallel2d_rays_kernel(Parallel2dView v, const float2* __restrict__ pairs,
-                           const float* __restrict__ sub, float* __restrict__ y)
+                           const float* __restrict__ sub, float* __restrict__ y,
+                           ResidualRays residual = {})
 {
+    static_assert(!WithResidual || BT == 1);
     __shared__ Acc partial[ray_segments][BT][32];
+    __shared__ double residual_partial[WithResidual ? ray_segments : 1][32];
     const int lane = threadIdx.x % 32;
     const int segment = threadIdx.x / 32;
     RaySetup ray;
@@ -425,6 +438,7 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
     Acc acc[BT];
 #pragma unroll
     for (int b = 0; b < BT; ++b) acc[b] = Acc{0};
+    double racc = 0.0;  // WithResidual: A x of the ray
     if (active) {
         const index_t per = (ray.end - ray.begin + ray_segments - 1) / ray_segments;
         const index_t k0 = ray.begin + segment * per;
@@ -437,6 +451,7 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
         for (int b = 0; b < BT; ++b) {
             image[b] = opaque_pointer(pairs + static_cast<size_type>(b) * frame + axis);
         }
+        const float2* x_image = WithResidual ? opaque_pointer(residual.x_pairs + axis) : nullptr;
         index_t offset = k0 * stride + 2 - float_bits(magic);
         float kf = static_cast<float>(k0);
 #pragma unroll 4
@@ -448,14 +463,21 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
                 acc[b] += static_cast<Acc>(step.w0) * static_cast<Acc>(xx.x);
                 acc[b] += static_cast<Acc>(step.w1) * static_cast<Acc>(xx.y);
             }
+            if constexpr (WithResidual) {
+                const float2 xx = __ldg(x_image + step.entry);
+                racc += static_cast<double>(step.w0) * static_cast<double>(xx.x);
+                racc += static_cast<double>(step.w1) * static_cast<double>(xx.y);
+            }
             kf += 1.0f;
             offset += stride;
         }
 #pragma unroll
         for (int b = 0; b < BT; ++b) acc[b] *= static_cast<Acc>(ray.scale);
+        racc *= static_cast<double>(ray.scale);
     }
 #pragma unroll
     for (int b = 0; b < BT; ++b) partial[segment][b][lane] = acc[b];
+    if constexpr (WithResidual) residual_partial[segment][lane] = racc;
     __syncthreads();
     if (segment == 0 && active) {
 #pragma unroll
@@ -464,6 +486,11 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
             for (int s = 1; s < ray_segments; ++s) sum += partial[s][b][lane];
             const size_type k = static_cast<size_type>(b) * (v.views * v.bins) + ray.row;
             y[k] = static_cast<float>(sub != nullptr ? sum - static_cast<Acc>(__ldg(sub + k)) : sum);
+        }
+        if constexpr (WithResidual) {
+            double sum = residual_partial[0][lane];
+            for (int s = 1; s < ray_segments; ++s) sum += residual_partial[s][lane];
+            residual.r[ray.row] = static_cast<float>(sum - static_cast<double>(__ldg(residual.b + ray.row)));
         }
     }
 }
@@ -910,67 +937,6 @@ struct StepEpilogue {
     __device__ void run(const Parallel2dView& v, float* u, PixelSum&& pixel_sum) const;
 };
 
-/// The dot step and the update of an iteration that a residual replacement
-/// follows (cgnr_step_replacement), one frame, in a cooperative launch of the
-/// mirrored adjoint of A d: each pixel's u, e = u + F(x_k, d) (stored, u
-/// itself without terms: β takes it after the replacement) and the block's
-/// sums of dᵀe and gᵀd; one grid-wide sync; f, gᵀd and α (cgnr_scalars_alpha,
-/// every block alike on its copy of the scalars, the first storing them);
-/// x_{k+1} = x_k + α d into x and, through shared memory, into x's pair
-/// images with their zero edges (put_tiles_in_pairs), which A x − b reads
-/// next. h is not moved: the replacement overwrites it. The same operations
-/// as the adjoint with ReduceEpilogue<StepDotsAt>, step_update_kernel and
-/// parallel2d_pairs_kernel, but for the order of the dot step's sums: two
-/// launches fewer. WithState: with regularizer terms (fold's).
-template <bool WithState>
-struct UpdateEpilogue {
-    static constexpr bool whole_step = true;
-    RegularizerFold fold;  // F(x_k, d) on base u, given per pixel
-    const float* d;
-    const float* g;  // g_k
-    float* e;        // u without terms
-    float* x;
-    float2* x_pairs;  // one frame's pair images of x_{k+1}
-    CgnrScalars* s;
-    double2* sums;  // [block]: dᵀe and gᵀd
-
-    /// pixel_sum(AdjointPixel) gives a pixel's u. Every thread of the block
-    /// (Threads) calls it.
-    template <bool Mirrored, int Threads, class PixelSum>
-    __device__ void run(const Parallel2dView& v, float* u, PixelSum&& pixel_sum) const;
-};
-
-/// A residual replacement's steps after h = Aᵀ r (cgnr_step_replacement),
-/// one frame, in a cooperative launch of the mirrored adjoint of r: each
-/// pixel's h (stored; the kernel's output), g = h + F(x_k, x_{k+1}) (fold:
-/// base h, v = x_{k+1}; the state still x_k's) and the block's sums of gᵀe
-/// and ‖g‖²; one grid-wide sync; β and the stop tests (cgnr_scalars_end),
-/// every block alike on its copy of the scalars, the first storing them;
-/// then d = −g + β d into d and, through shared memory, the pair images
-/// (put_tiles_in_pairs), and WithState the state of x_{k+1}. The same
-/// operations as the adjoint followed by cgnr_step_beta(_folded) and
-/// parallel2d_direction_kernel, but for the order of the sums: two launches
-/// fewer a replacement. WithState: with regularizer terms (fold's and
-/// prepare's); without, g is h and e is u.
-template <bool WithState>
-struct ReplacementEpilogue {
-    static constexpr bool whole_step = true;
-    RegularizerFold fold;  // F(x_k, x_{k+1}) on base h, given per pixel
-    CgnrParams params;
-    const float* e;  // e_k of the step before (u without terms)
-    float* g;        // h without terms
-    float* d;
-    float2* pairs;   // the kept pair images of d
-    CgnrScalars* s;
-    RegularizerPrepare prepare;  // of x_{k+1}
-    double2* sums;               // [block]: gᵀe and ‖g‖²
-
-    /// pixel_sum(AdjointPixel) gives a pixel's h, stored into `h`. Every
-    /// thread of the block (Threads) calls it.
-    template <bool Mirrored, int Threads, class PixelSum>
-    __device__ void run(const Parallel2dView& v, float* h, PixelSum&& pixel_sum) const;
-};
-
 /// The corner of the calling adjoint block's tile `tile`: tile 0 at the
 /// block's place, and (Mirrored) tile 1 its reflection through the image's
 /// centre, (nx − 16 − x0, ny − 16 − y0), where nx is a multiple of 32 and ny
@@ -1043,14 +1009,13 @@ __device__ __forceinline__ bool adjoint_halo(const Parallel2dView& v, int j, int
 /// (floats 2 x0 + 3 ... 2 x0 + 34, lane l: pixel x0 + l / 2), one warp's
 /// store. The other halves of the tile's first and past-last entries are
 /// the neighbours' (their blocks write them) or the edges' zeros, which
-/// stay as parallel2d_pairs_kernel made them; Edges: the tiles at the
-/// image's edges write those zeros too (pair images made afresh). After a
+/// stay as parallel2d_pairs_kernel made them. After a
 /// barrier that follows the tiles' last store; every thread of the block
 /// (Threads) calls it.
 /// Pixel by pixel, each column store of a warp's 8 x 4 pixels touched 8
 /// lines, and their drain held the one-pass adjoint's exit: ct_256 0.4–0.5
 /// ms a solve slower (history v44).
-template <bool Mirrored, int Threads, bool Edges = false>
+template <bool Mirrored, int Threads>
 __device__ __forceinline__ void put_tiles_in_pairs(
     const Parallel2dView& v, float2* rows, const PairTile (&tiles)[adjoint_block_tiles<Mirrored>])
 {
@@ -1071,14 +1036,8 @@ __device__ __forceinline__ void put_tiles_in_pairs(
             column ? rows + static_cast<size_type>(ny) * (nx + 3) +
                          static_cast<size_type>(ix) * (ny + 3)
                    : rows + static_cast<size_type>(iy) * (nx + 3));
-        const index_t first = column ? y0 : x0, pixels = column ? ny : nx;
+        const index_t first = column ? y0 : x0;
         image_line[2 * first + 3 + lane] = value;
-        if (Edges && lane < 3) {
-            // floats 0-2 and 2n+3 .. 2n+5 of a line: the entries with a pixel
-            // outside the image (parallel2d_pairs_kernel's zeros)
-            if (first == 0) image_line[lane] = 0.0f;
-            if (first + pair_tile >= pixels) image_line[2 * pixels + 3 + lane] = 0.0f;
-        }
     }
 }
 
@@ -1483,153 +1442,6 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
                                     static_cast<size_type>(nx) * ny, k, here, gx, gy);
         }
     }
-}
-
-/// The pixel a thread of a whole-step epilogue owns (the threads below the
-/// block's pixel count, adjoint_pixel), whether it lies in the image, and
-/// its index there.
-struct OwnedPixel {
-    AdjointPixel at;
-    bool inside;
-    size_type k;
-};
-
-template <bool Mirrored, int Threads>
-__device__ __forceinline__ OwnedPixel owned_pixel(const Parallel2dView& v)
-{
-    constexpr int pixels = adjoint_tile * adjoint_tile * adjoint_block_tiles<Mirrored>;
-    static_assert(pixels <= Threads);
-    const int t = static_cast<int>(threadIdx.x);
-    OwnedPixel o;
-    o.at = adjoint_pixel<Mirrored>(v, t < pixels ? t : 0);
-    o.inside = t < pixels && o.at.ix < v.nx && o.at.iy < v.ny;
-    o.k = static_cast<size_type>(o.at.iy) * v.nx + o.at.ix;
-    return o;
-}
-
-/// A whole-step epilogue's one grid sync with a pair of sums: the block's
-/// sum of every thread's `sum` into its slot of `sums`, the grid-wide
-/// barrier, then the grid's total in one fixed order (every block gets the
-/// same bits), returned to thread 0. Every thread of the block calls it.
-template <int Threads>
-__device__ __forceinline__ double2 grid_sum_through_sync(double2 sum, double2* sums)
-{
-    const int t = static_cast<int>(threadIdx.x);
-    store_block_sum<Threads / 32>(sum, t, sums + blockIdx.y * gridDim.x + blockIdx.x);
-    grid_barrier();
-    double2 total{0.0, 0.0};
-    if (t < 32) total = warp_sum_partials(t, sums, gridDim.x * gridDim.y);
-    return total;
-}
-
-template <bool WithState>
-template <bool Mirrored, int Threads, class PixelSum>
-__device__ void UpdateEpilogue<WithState>::run(const Parallel2dView& v, float* /*u: as e*/,
-                                               PixelSum&& pixel_sum) const
-{
-    static_assert(adjoint_tile == pair_tile && Mirrored);
-    __shared__ CgnrScalars before;  // the frame's, taken before the sync
-    __shared__ float alpha;
-    __shared__ bool steps;
-    __shared__ PairTile x_next[adjoint_block_tiles<Mirrored>];
-    const auto [at, inside, k] = owned_pixel<Mirrored, Threads>(v);
-    if (threadIdx.x == 0) before = *s;  // nobody writes the scalars before the sync below
-
-    // u, e = u + F(x_k, d), and the block's dᵀe and gᵀd (StepDotsAt::at)
-    float d_k = 0.0f, x_k = 0.0f;
-    double2 sum{0.0, 0.0};
-    if (inside) {
-        d_k = d[k];
-        x_k = x[k];
-        const float g_k = g[k];
-        const float u_k = pixel_sum(at);
-        float e_k = u_k;
-        if constexpr (WithState) e_k = fold_at(fold, 1, 0, k, u_k);
-        e[k] = e_k;
-        const double dd = d_k;
-        sum = {dd * e_k, static_cast<double>(g_k) * dd};
-    }
-    const double2 total = grid_sum_through_sync<Threads>(sum, sums);
-    // f, gᵀd and α, every block alike
-    if (threadIdx.x == 0) {
-        CgnrScalars local = before;
-        if (local.status == SolveStatus::running) {  // as StepDotsAt::finish
-            local.f = total.x;
-            local.gd = total.y;
-        }
-        steps = local.status == SolveStatus::running && cgnr_scalars_alpha(local);
-        alpha = static_cast<float>(local.alpha);
-        if (blockIdx.x + blockIdx.y == 0 && before.status == SolveStatus::running) *s = local;
-    }
-    __syncthreads();
-    // x_{k+1} into x and, after the barrier, into its pair images
-    if (inside) {
-        const float next = steps ? stepped_x(x_k, alpha, d_k) : x_k;
-        if (steps) x[k] = next;
-        x_next[at.tile][at.iy - at.y0][at.ix - at.x0] = next;
-    }
-    __syncthreads();
-    put_tiles_in_pairs<Mirrored, Threads, true>(v, x_pairs, x_next);
-}
-
-template <bool WithState>
-template <bool Mirrored, int Threads, class PixelSum>
-__device__ void ReplacementEpilogue<WithState>::run(const Parallel2dView& v, float* h,
-                                                    PixelSum&& pixel_sum) const
-{
-    static_assert(adjoint_tile == pair_tile && Mirrored);
-    __shared__ CgnrScalars before;  // the frame's, taken before the sync
-    __shared__ float beta;
-    __shared__ bool moves;
-    __shared__ PairTile d_next[adjoint_block_tiles<Mirrored>];
-    const auto [at, inside, k] = owned_pixel<Mirrored, Threads>(v);
-    if (threadIdx.x == 0) before = *s;  // nobody writes the scalars before the sync below
-
-    // h, g = h + F(x_k, x_{k+1}), and the block's gᵀe and ‖g‖²
-    // (cgnr_step_beta_folded's element; without terms g is h)
-    float g_k = 0.0f, d_k = 0.0f;
-    double2 sum{0.0, 0.0};
-    if (inside) {
-        d_k = d[k];
-        const float e_k = e[k];
-        const float h_k = pixel_sum(at);
-        h[k] = h_k;
-        g_k = h_k;
-        if constexpr (WithState) {
-            g_k = fold_at(fold, 1, 0, k, h_k);
-            g[k] = g_k;
-        }
-        const double gd = g_k;
-        sum = {gd * e_k, gd * gd};
-    }
-    const double2 total = grid_sum_through_sync<Threads>(sum, sums);
-    // β and the stop tests, every block alike
-    if (threadIdx.x == 0) {
-        CgnrScalars local = before;
-        if (local.status == SolveStatus::running) {
-            cgnr_scalars_end(local, params, total.x, total.y);
-            if (blockIdx.x + blockIdx.y == 0) *s = local;
-        }
-        moves = local.status == SolveStatus::running;
-        beta = static_cast<float>(local.beta);
-    }
-    // the state of x_{k+1} (every F above has read x_k's before the sync)
-    if constexpr (WithState) {
-        if (inside) {
-            terms_prepare(prepare.terms, prepare.state.data, 1, 0, prepare.p.data, prepare.grid,
-                          at.ix, at.iy);
-        }
-    }
-    __syncthreads();
-    if (!moves) return;  // uniform over the grid
-    // d = −g + β d into d and, after the barrier, the pair images
-    if (inside) {
-        const float next = direction_at(g_k, beta, d_k);
-        d[k] = next;
-        d_next[at.tile][at.iy - at.y0][at.ix - at.x0] = next;
-    }
-    __syncthreads();
-    put_tiles_in_pairs<Mirrored, Threads>(v, pairs, d_next);
 }
 
 }  // namespace recon::kernels::cuda::p2

@@ -170,7 +170,20 @@ void launch_rays(const Parallel2dView& sys, unsigned grid, cudaStream_t stream,
     constexpr int threads = 32 * ray_segments;
     auto kernel = sys.rays != nullptr ? p2::parallel2d_rays_kernel<BT, Acc, true>
                                       : p2::parallel2d_rays_kernel<BT, Acc, false>;
-    kernel<<<grid, threads, 0, stream>>>(sys, pairs, sub, y);
+    kernel<<<grid, threads, 0, stream>>>(sys, pairs, sub, y, p2::ResidualRays{});
+    RECON_CUDA_CHECK_LAUNCH();
+}
+
+/// One frame's q = A d from d's pair images and, in the same walk,
+/// residual.r = A x − b from x's (p2::parallel2d_rays_kernel, WithResidual).
+void launch_rays_with_residual(const Parallel2dView& sys, cudaStream_t stream,
+                               const float2* d_pairs, float* q, const p2::ResidualRays& residual)
+{
+    constexpr int threads = 32 * ray_segments;
+    auto kernel = sys.rays != nullptr ? p2::parallel2d_rays_kernel<1, float, true, true>
+                                      : p2::parallel2d_rays_kernel<1, float, false, true>;
+    kernel<<<static_cast<unsigned>(ray_blocks(sys)), threads, 0, stream>>>(sys, d_pairs, nullptr,
+                                                                          q, residual);
     RECON_CUDA_CHECK_LAUNCH();
 }
 
@@ -361,25 +374,31 @@ void parallel2d_adjoint(const Executor& exec, const Parallel2dView& sys, int bat
     parallel2d_adjoint(exec, sys, batch, y, x, [](int) { return p2::NoEpilogue{}; });
 }
 
-/// q = A d into `q`, or into scratch (beside the pair images) when q is
-/// null; returns where q is. `ready`: as parallel2d_apply. `pairs_out`:
-/// where the pair images for min(batch, 4) frames lie in the scratch
-/// (unused by a single frame that read `ready`).
-float* parallel2d_forward_for_normal(const Executor& exec, const Parallel2dView& sys, int batch,
-                                     const float* d, float* q, const float2* ready = nullptr,
-                                     float2** pairs_out = nullptr)
+/// The measurement scratch: `q` (when not null) gets room for `batch`
+/// frames of A d, then `pairs` room for min(batch, 4) frames' pair images.
+void measurement_scratch(const Executor& exec, const Parallel2dView& sys, float** q,
+                         float2** pairs, int batch = 1)
 {
     const std::size_t q_bytes =
-        q != nullptr
+        q == nullptr
             ? 0
             : (static_cast<std::size_t>(rows_of(sys)) * batch * sizeof(float) + 255) / 256 * 256;
     auto* base = static_cast<unsigned char*>(scratch(
         exec, ScratchSlot::measurement, q_bytes + parallel2d_pair_bytes(sys, std::min(batch, 4)),
         false));
-    float* qq = q != nullptr ? q : reinterpret_cast<float*>(base);
-    auto* pairs = reinterpret_cast<float2*>(base + q_bytes);
+    if (q != nullptr) *q = reinterpret_cast<float*>(base);
+    *pairs = reinterpret_cast<float2*>(base + q_bytes);
+}
+
+/// q = A d into `q`, or into scratch (beside the pair images) when q is
+/// null; returns where q is. `ready`: as parallel2d_apply.
+float* parallel2d_forward_for_normal(const Executor& exec, const Parallel2dView& sys, int batch,
+                                     const float* d, float* q, const float2* ready = nullptr)
+{
+    float2* pairs = nullptr;
+    float* qq = q;
+    measurement_scratch(exec, sys, q != nullptr ? nullptr : &qq, &pairs, batch);
     parallel2d_apply(exec, sys, batch, d, qq, nullptr, pairs, ready);
-    if (pairs_out != nullptr) *pairs_out = pairs;
     return qq;
 }
 
@@ -645,16 +664,17 @@ double2* whole_step_sums(const Executor& exec, const Parallel2dView& sys, int co
         scratch(exec, ScratchSlot::block_sums, count * sizeof(double2) * blocks, false));
 }
 
-/// The rays from the kept pair images, then the mirrored adjoint of one
-/// frame with p2::StepEpilogue as one cooperative launch, compiled for the
-/// system's views table (Tabled) and the terms' Shape; false, and nothing
-/// queued, where the adjoint takes a tile per block (p2::StepEpilogue says
-/// why), the system has no views table (an image or view count beyond
+/// The forward product, then the mirrored adjoint of one frame with
+/// p2::StepEpilogue as one cooperative launch, compiled for the system's
+/// views table (Tabled) and the terms' Shape; false, and nothing queued,
+/// where the adjoint takes a tile per block (p2::StepEpilogue says why),
+/// the system has no views table (an image or view count beyond
 /// parallel2d_table_max_bytes) or its blocks cannot all be resident at
-/// once.
-template <bool WithState, class Shape = AnyTerms>
+/// once. `forward()` queues A d and returns where it is.
+template <bool WithState, class Shape = AnyTerms, class Forward>
 bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
-                     const StepDotsAt& op, const StepVectors& w, const RegularizerPrepare& prepare)
+                     const StepDotsAt& op, const StepVectors& w, const RegularizerPrepare& prepare,
+                     Forward&& forward)
 {
     using Step = p2::StepEpilogue<WithState, Shape>;
     if (!whole_step_adjoint_fits<Step>(exec, sys)) return false;
@@ -662,11 +682,47 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     double2* const partials = whole_step_sums(exec, sys, 4);
     const dim3 grid = adjoint_blocks(sys, true);
     const long long blocks = static_cast<long long>(grid.x) * grid.y;
-    const float* forward = parallel2d_forward_for_normal(exec, sys, 1, w.d, nullptr, w.pairs);
+    const float* q = forward();
     float* const no_output = nullptr;  // the step keeps u in registers (its scratch)
-    launch_whole_step_adjoint(exec, sys, forward, no_output,
+    launch_whole_step_adjoint(exec, sys, q, no_output,
                               Step{op, params, w, prepare, partials, partials + 3 * blocks});
     return true;
+}
+
+/// cgnr_step_one_pass's two launches where they run (one frame that keeps a
+/// copy of d, the state's image x, the fewest launches): launch_one_pass
+/// compiled for the terms at hand, with `forward` as there; false, and
+/// nothing queued, where they do not.
+template <class Forward>
+bool one_pass_launched(const Executor& exec, const SystemView& system, const CgnrParams& params,
+                       int batch, View<float> d, View<float> u, const RegularizerFold& fold,
+                       View<float> e, View<float> fx, View<float> x, View<float> h,
+                       View<float> g, View<float> cache, View<CgnrScalars> scalars,
+                       const RegularizerPrepare& prepare, Forward&& forward)
+{
+    const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
+    // (The adjoint's step forms the state from its own x_{k+1}: the state's
+    // image must be x, as the solver passes it.)
+    const bool state_of_x = prepare.terms.count == 0 || prepare.p.data == x.data;
+    if (batch != 1 || cache.size == 0 || !state_of_x || step_launch() != StepLaunch::fewest) {
+        return false;
+    }
+    const Parallel2dView& sys = cached_system(system, batch, cache.size);
+    const bool regularized = fold.terms.count > 0;
+    const StepDotsAt op = step_dots_at(fold, batch, in(d), in(g), e, scalars, in(x), fx);
+    const StepVectors w{u.data, e.data, regularized ? fx.data : nullptr, d.data, x.data,
+                        h.data, g.data, reinterpret_cast<float2*>(cache.data)};
+    const auto one_tv = [](const RegularizerTerms& t) {
+        return t.count == 1 && t.term[0].kind == RegularizerKind::tv;
+    };
+    if (!regularized) return launch_one_pass<false>(exec, sys, params, op, w, prepare, forward);
+    if (one_tv(fold.terms) && one_tv(prepare.terms)) {
+        // the configs' regularizer, compiled apart (stencils.hpp's OneTerm;
+        // p2::StepEpilogue says what it gains)
+        return launch_one_pass<true, OneTerm<RegularizerKind::tv>>(exec, sys, params, op, w,
+                                                                   prepare, forward);
+    }
+    return launch_one_pass<true>(exec, sys, params, op, w, prepare, forward);
 }
 
 }  // namespace
@@ -678,30 +734,14 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
                         const RegularizerPrepare& prepare)
 {
     const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
-    // (The adjoint's step forms the state from its own x_{k+1}: the state's
-    // image must be x, as the solver passes it.)
-    const bool state_of_x = prepare.terms.count == 0 || prepare.p.data == x.data;
-    if (batch == 1 && cache.size != 0 && state_of_x && step_launch() == StepLaunch::fewest) {
+    const auto rays_of_d = [&] {
         const Parallel2dView& sys = cached_system(system, batch, cache.size);
-        const bool regularized = fold.terms.count > 0;
-        const StepDotsAt op = step_dots_at(fold, batch, in(d), in(g), e, scalars, in(x), fx);
-        const StepVectors w{u.data, e.data, regularized ? fx.data : nullptr, d.data, x.data,
-                            h.data, g.data, reinterpret_cast<float2*>(cache.data)};
-        const auto one_tv = [](const RegularizerTerms& t) {
-            return t.count == 1 && t.term[0].kind == RegularizerKind::tv;
-        };
-        bool launched = false;
-        if (!regularized) {
-            launched = launch_one_pass<false>(exec, sys, params, op, w, prepare);
-        } else if (one_tv(fold.terms) && one_tv(prepare.terms)) {
-            // the configs' regularizer, compiled apart (stencils.hpp's
-            // OneTerm; p2::StepEpilogue says what it gains)
-            launched = launch_one_pass<true, OneTerm<RegularizerKind::tv>>(exec, sys, params, op,
-                                                                         w, prepare);
-        } else {
-            launched = launch_one_pass<true>(exec, sys, params, op, w, prepare);
-        }
-        if (launched) return;
+        const auto* d_pairs = reinterpret_cast<const float2*>(cache.data);
+        return parallel2d_forward_for_normal(exec, sys, 1, d.data, nullptr, d_pairs);
+    };
+    if (one_pass_launched(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache, scalars,
+                          prepare, rays_of_d)) {
+        return;
     }
     cuda::cgnr_step_normal_dots(exec, system, batch, in(d), u, {}, fold, in(g), e, scalars, in(x),
                                 fx, in(cache));
@@ -709,81 +749,39 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
                                      cache, scalars, prepare);
 }
 
-namespace {
-
-/// cgnr_step_replacement's four launches (one frame that keeps a copy of d;
-/// the caller has checked the rest): the rays of d; the mirrored adjoint of
-/// A d with p2::UpdateEpilogue; A x − b from the pair images it made; the
-/// mirrored adjoint of r with p2::ReplacementEpilogue. False, and nothing
-/// queued, where either adjoint cannot launch cooperatively.
-template <bool WithState>
-bool launch_replacement(const Executor& exec, const Parallel2dView& sys,
-                        const CgnrParams& params, View<float> d, const RegularizerFold& fold,
-                        View<float> e, View<float> x, View<const float> b, View<float> r,
-                        View<float> h, View<float> g, View<float> cache,
-                        View<CgnrScalars> scalars, const RegularizerPrepare& prepare)
-{
-    using Update = p2::UpdateEpilogue<WithState>;
-    using Replacement = p2::ReplacementEpilogue<WithState>;
-    if (!whole_step_adjoint_fits<Update>(exec, sys) ||
-        !whole_step_adjoint_fits<Replacement>(exec, sys)) {
-        return false;
-    }
-    double2* const sums = whole_step_sums(exec, sys, 1);  // the launches in turn
-    auto* d_pairs = reinterpret_cast<float2*>(cache.data);
-    float2* x_pairs = nullptr;  // beside q: its forward product reads the kept d
-    const float* q =
-        parallel2d_forward_for_normal(exec, sys, 1, d.data, nullptr, d_pairs, &x_pairs);
-    float* const no_output = nullptr;  // u is e, or the step's scratch
-    launch_whole_step_adjoint(
-        exec, sys, q, no_output,
-        Update{fold, d.data, g.data, e.data, x.data, x_pairs, scalars.data, sums});
-    launch_rays<1, double>(sys, static_cast<unsigned>(ray_blocks(sys)), stream_of(exec), x_pairs,
-                           b.data, r.data);
-    const RegularizerFold at_x{fold.terms, fold.grid, fold.state, {h.data, h.size},
-                               {x.data, x.size}};
-    launch_whole_step_adjoint(exec, sys, r.data, h.data,
-                              Replacement{at_x, params, e.data, g.data, d.data, d_pairs,
-                                          scalars.data, prepare, sums});
-    return true;
-}
-
-}  // namespace
-
 void cgnr_step_replacement(const Executor& exec, const SystemView& system,
                            const CgnrParams& params, int batch, View<float> d, View<float> u,
-                           const RegularizerFold& fold, View<float> e, View<float> x,
-                           View<const float> b, View<float> r, View<float> h, View<float> g,
-                           View<float> cache, View<CgnrScalars> scalars,
+                           const RegularizerFold& fold, View<float> e, View<float> fx,
+                           View<float> x, View<const float> b, View<float> r, View<float> h,
+                           View<float> g, View<float> cache, View<CgnrScalars> scalars,
                            const RegularizerPrepare& prepare)
 {
     const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
-    const bool regularized = fold.terms.count > 0;
-    // (the state's image must be x, as the solver passes it: the direction
-    // step's state is made from x_{k+1} after every F has read x_k's)
-    const bool as_solver = regularized == (prepare.terms.count > 0) &&
-                           (!regularized || prepare.p.data == x.data);
-    if (batch == 1 && cache.size != 0 && as_solver && step_launch() == StepLaunch::fewest) {
+    // Where the one-pass step runs as its two launches: x_k's pair images,
+    // then one walk of the rays for A d and A x_k − b together, the adjoint
+    // of r into h, and the step's adjoint of A d.
+    const auto rays_of_d_and_x = [&] {
         const Parallel2dView& sys = cached_system(system, batch, cache.size);
-        const bool launched =
-            regularized ? launch_replacement<true>(exec, sys, params, d, fold, e, x, b, r, h, g,
-                                                   cache, scalars, prepare)
-                        : launch_replacement<false>(exec, sys, params, d, fold, e, x, b, r, h, g,
-                                                    cache, scalars, prepare);
-        if (launched) return;
+        const cudaStream_t stream = stream_of(exec);
+        float* q = nullptr;
+        float2* x_pairs = nullptr;
+        measurement_scratch(exec, sys, &q, &x_pairs);
+        p2::parallel2d_pairs_kernel<<<image_tiles(sys), dim3{p2::pair_tile, p2::pair_tile}, 0,
+                                      stream>>>(sys, x.data, x_pairs);
+        RECON_CUDA_CHECK_LAUNCH();
+        launch_rays_with_residual(sys, stream, reinterpret_cast<const float2*>(cache.data), q,
+                                  p2::ResidualRays{x_pairs, b.data, r.data});
+        parallel2d_adjoint(exec, sys, 1, r.data, h.data);
+        return static_cast<const float*>(q);
+    };
+    if (one_pass_launched(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache, scalars,
+                          prepare, rays_of_d_and_x)) {
+        return;
     }
-    cuda::cgnr_step_normal_dots(exec, system, batch, in(d), u, {}, fold, in(g), e, scalars, in(x),
-                                {}, in(cache));
-    cuda::cgnr_step_update(exec, batch, in(d), in(u), x, h, scalars);
     cuda::residual(exec, system, batch, in(x), b, r);
     cuda::apply_adjoint(exec, system, batch, in(r), h);
-    if (regularized) {
-        const RegularizerFold at_x{fold.terms, fold.grid, fold.state, in(h), in(x)};
-        cuda::cgnr_step_beta_folded(exec, params, batch, at_x, in(e), g, scalars);
-    } else {
-        cuda::cgnr_step_beta(exec, params, batch, in(g), in(e), scalars);
-    }
-    cuda::cgnr_step_direction_cached(exec, system, batch, in(g), d, cache, scalars, prepare);
+    cuda::cgnr_step_one_pass(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache,
+                             scalars, prepare);
 }
 
 void cgnr_step_direction_cached(const Executor& exec, const SystemView& system, int batch,

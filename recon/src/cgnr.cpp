@@ -174,14 +174,13 @@ void CgnrSolver::iterate(int k)
         return;
     }
     if (!cgls1) {
-        // The iteration a residual replacement follows (one call): u_k, e_k,
-        // f_k and g_kᵀd_k as below; α_k and x_{k+1}; then, against CGLS2
-        // drift, h_{k+1} = Aᵀ(A x_{k+1} − b) in place of h_k + α_k u_k;
-        // g_{k+1}, β_k, d_{k+1} and the state as below
+        // The iteration a residual replacement starts (one call): against
+        // CGLS2 drift, h_k = Aᵀ(A x_k − b) in place of the recurrence's h_k;
+        // then the one-pass step above from it
         kn::cgnr_step_replacement(exec_, view_, params_, batch_, d_.view(), u_.view(),
-                                  fold(u_.view(), d_.view()), e, x_.view(), in(b_.view()),
-                                  r_.view(), h_.view(), g, d_cache_.view(), scalars_.view(),
-                                  prepare);
+                                  fold(u_.view(), d_.view()), e, fx_.view(), x_.view(),
+                                  in(b_.view()), r_.view(), h_.view(), g, d_cache_.view(),
+                                  scalars_.view(), prepare);
         return;
     }
     // CGLS1. u_k = Aᵀ(A d_k), in one pass over A, keeping q_k = A d_k;

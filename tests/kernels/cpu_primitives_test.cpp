@@ -433,12 +433,12 @@ TEST(CgnrSteps, OnePassEqualsTheDotStepThenTheStepOnTheCpu)
 TEST(CgnrSteps, ReplacementEqualsItsStepsOnTheCpu)
 {
     // cgnr_step_replacement is one call for the GPU's sake; on the CPU it is
-    // cgnr_step_normal_dots, cgnr_step_update, residual, apply_adjoint,
-    // cgnr_step_beta(_folded) and cgnr_step_direction_cached, bit for bit:
-    // F(x_k, d) on u, then F(x_k, x_{k+1}) on the replaced h, both with the
-    // state the direction step then makes from x_{k+1} (one buffer, as the
-    // solver passes it). With and without a regularizer (without: e is u,
-    // g is h).
+    // residual (r = A x_k − b), apply_adjoint (h_k = Aᵀ r, the recurrence's
+    // h_k replaced), cgnr_step_normal_dots and cgnr_step_update_direction,
+    // bit for bit, with the state read by F and made for the next iteration
+    // in one buffer, as the solver passes it. With and without a regularizer
+    // (without: e is u, g is h). h starts far from Aᵀ(A x − b), so a step
+    // from the old h would not pass.
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     TwoFrameStep setup{seed};
@@ -451,39 +451,33 @@ TEST(CgnrSteps, ReplacementEqualsItsStepsOnTheCpu)
         const RegularizerTerms terms = regularized ? tv : RegularizerTerms{};
         const std::vector<float> state0 = setup.state(terms);
         struct Run {
-            std::vector<float> d, x, h, g, u, e, r, state;
+            std::vector<float> d, x, h, g, u, e, fx, r, state;
             std::vector<CgnrScalars> s;
         };
         const std::vector<float> nan(n, poison);
-        Run one{d, x, h, g, nan, nan, std::vector<float>(m, poison), state0, s0}, two = one;
+        Run one{d, x, h, g, nan, nan, nan, std::vector<float>(m, poison), state0, s0}, two = one;
         auto e_of = [&](Run& r) { return regularized ? view_of(r.e) : view_of(r.u); };
         auto g_of = [&](Run& r) { return regularized ? view_of(r.g) : view_of(r.h); };
-        auto fold = [&](Run& r, std::vector<float>& base, std::vector<float>& v) {
-            return RegularizerFold{terms, grid, cview_of(r.state), cview_of(base), cview_of(v)};
+        auto fx_of = [&](Run& r) { return regularized ? view_of(r.fx) : View<float>{}; };
+        auto fold = [&](Run& r) {
+            return RegularizerFold{terms, grid, cview_of(r.state), cview_of(nan), cview_of(r.d)};
         };
         auto prepare = [&](Run& r) {
             return RegularizerPrepare{terms, grid, cview_of(r.x), view_of(r.state)};
         };
         cgnr_step_replacement(cpu, system, params, batch, view_of(one.d), view_of(one.u),
-                              fold(one, one.u, one.d), e_of(one), view_of(one.x), cview_of(b),
+                              fold(one), e_of(one), fx_of(one), view_of(one.x), cview_of(b),
                               view_of(one.r), view_of(one.h), g_of(one), {}, view_of(one.s),
                               prepare(one));
         const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
-        cgnr_step_normal_dots(cpu, system, batch, cview_of(two.d), view_of(two.u), {},
-                              fold(two, two.u, two.d), in(g_of(two)), e_of(two), view_of(two.s),
-                              cview_of(two.x));
-        cgnr_step_update(cpu, batch, cview_of(two.d), cview_of(two.u), view_of(two.x),
-                         view_of(two.h), view_of(two.s));
         residual(cpu, system, batch, cview_of(two.x), cview_of(b), view_of(two.r));
         apply_adjoint(cpu, system, batch, cview_of(two.r), view_of(two.h));
-        if (regularized) {
-            cgnr_step_beta_folded(cpu, params, batch, fold(two, two.h, two.x), in(e_of(two)),
-                                  g_of(two), view_of(two.s));
-        } else {
-            cgnr_step_beta(cpu, params, batch, in(g_of(two)), in(e_of(two)), view_of(two.s));
-        }
-        cgnr_step_direction_cached(cpu, system, batch, in(g_of(two)), view_of(two.d), {},
-                                   view_of(two.s), prepare(two));
+        cgnr_step_normal_dots(cpu, system, batch, cview_of(two.d), view_of(two.u), {}, fold(two),
+                              in(g_of(two)), e_of(two), view_of(two.s), cview_of(two.x),
+                              fx_of(two));
+        cgnr_step_update_direction(cpu, system, params, batch, view_of(two.d), cview_of(two.u),
+                                   in(e_of(two)), in(fx_of(two)), view_of(two.x),
+                                   view_of(two.h), g_of(two), {}, view_of(two.s), prepare(two));
         EXPECT_EQ(one.u, two.u);
         EXPECT_EQ(one.d, two.d);
         EXPECT_EQ(one.x, two.x);
@@ -491,6 +485,7 @@ TEST(CgnrSteps, ReplacementEqualsItsStepsOnTheCpu)
         EXPECT_EQ(one.h, two.h);
         if (regularized) {
             EXPECT_EQ(one.e, two.e);
+            EXPECT_EQ(one.fx, two.fx);
             EXPECT_EQ(one.g, two.g);
             EXPECT_EQ(one.state, two.state);
         }
