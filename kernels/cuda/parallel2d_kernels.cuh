@@ -92,9 +92,10 @@
 // kernels and one grid sync per iteration. ncu (H100, 2026-11-22, before
 // the last): rays 16.0 µs, the adjoint with the epilogue ~21 µs (17.1
 // alone), the cooperative step 7.2 µs. An iteration that a residual
-// replacement starts (cgnr_step_replacement) is four launches: x_k's pair
-// images, the rays of d and x_k in one walk (A d, A x_k − b), the adjoint of
-// r into h, and the one-pass step's adjoint of A d.
+// replacement starts (cgnr_step_replacement) is three launches: x_k's pair
+// images, the rays of d and x_k in one walk (A d, A x_k − b), and the
+// one-pass step's adjoint, which back-projects r first (StepEpilogue's
+// Refresh).
 
 #include <cuda_runtime.h>
 
@@ -490,7 +491,8 @@ __global__ void __launch_bounds__(32 * ray_segments, 12)
         if constexpr (WithResidual) {
             double sum = residual_partial[0][lane];
             for (int s = 1; s < ray_segments; ++s) sum += residual_partial[s][lane];
-            residual.r[ray.row] = static_cast<float>(sum - static_cast<double>(__ldg(residual.b + ray.row)));
+            const double b = __ldg(residual.b + ray.row);
+            residual.r[ray.row] = static_cast<float>(sum - b);
         }
     }
 }
@@ -828,6 +830,11 @@ template <int BT, bool Mirrored = false>
 constexpr std::size_t adjoint_shared_bytes =
     adjoint_table_bytes<BT, Mirrored>() + sizeof(AdjointView) * adjoint_chunk<BT>;
 
+/// One frame's view groups' sums on mirrored tiles (a refreshing step's
+/// first back-projection, StepEpilogue).
+constexpr std::size_t refresh_sums_bytes =
+    sizeof(float) * adjoint_groups<1, true> * adjoint_sums_stride * 4 * adjoint_block_tiles<true>;
+
 /// Adds one view's weights times the staged y to the thread's 2 x 2 pixels
 /// (acc[kk][jj]: major offset kk, minor offset jj) and, Mirrored, the same
 /// weights times the mirror table's y to their reflections (macc).
@@ -921,21 +928,42 @@ struct ReduceEpilogue {
 /// Shape: the terms it is compiled for (stencils.hpp); the code a kernel
 /// holds but does not run costs here (history v43: compiled for one TV
 /// term, ct_256 with TV 0.09 ms a solve faster, the same operations).
-template <bool WithState, class Shape = AnyTerms>
+/// Refresh (a residual replacement's iteration, cgnr_step_replacement): the
+/// kernel back-projects `refresh_y` = A x_k − b first and the step takes
+/// h_k = Aᵀ(A x_k − b) from those sums instead of loading w.h (a frame that
+/// does not step stores it), where a launch of its own stored h for the
+/// step to load: the same operations, one launch fewer.
+template <bool WithState, class Shape = AnyTerms, bool Refresh = false>
 struct StepEpilogue {
     static constexpr bool whole_step = true;
+    static constexpr bool refreshes = Refresh;
     StepDotsAt op;  // op.fold: F(x_k, d) on base u; op.at_x: F(x_k, x_k)
     CgnrParams params;
     StepVectors w;
     RegularizerPrepare prepare;  // prepare.p is w.x (cgnr_step_one_pass sees to it)
     double2* dots;  // [block][3]: (dᵀe, gᵀd), (pᵀe, eᵀe), (pᵀp, 0)
     double2* sums;  // [block]: gᵀe and ‖g‖², where the expansion cancels
+    const float* refresh_y = nullptr;  // Refresh: A x_k − b
 
     /// The whole step from the view groups' sums: pixel_sum(AdjointPixel)
-    /// gives a pixel's u. Every thread of the block (Threads) calls it.
-    template <bool Mirrored, int Threads, class PixelSum>
-    __device__ void run(const Parallel2dView& v, float* u, PixelSum&& pixel_sum) const;
+    /// gives a pixel's u, refreshed_h (Refresh) its h_k. Every thread of the
+    /// block (Threads) calls it.
+    template <bool Mirrored, int Threads, class PixelSum, class RefreshedH>
+    __device__ void run(const Parallel2dView& v, float* u, PixelSum&& pixel_sum,
+                        RefreshedH&& refreshed_h) const;
 };
+
+/// Dynamic shared memory an adjoint launch with `Epilogue` takes beyond
+/// adjoint_shared_bytes: a refreshing step keeps the view groups' sums of
+/// its first back-projection there while the second runs.
+template <class Epilogue>
+constexpr std::size_t adjoint_epilogue_bytes()
+{
+    if constexpr (Epilogue::whole_step) {
+        if constexpr (Epilogue::refreshes) return refresh_sums_bytes;
+    }
+    return 0;
+}
 
 /// The corner of the calling adjoint block's tile `tile`: tile 0 at the
 /// block's place, and (Mirrored) tile 1 its reflection through the image's
@@ -1080,107 +1108,127 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
     const float fx0 = static_cast<float>(ix0), fy0 = static_cast<float>(iy0);
     const index_t m = v.views * v.bins;
     const index_t n = v.nx * v.ny;
-    // Views stepping along y put (major, minor) = (y, x), the others (x, y);
-    // macc: the reflected pixels (Mirrored).
-    float acc_y[2][2][BT], acc_x[2][2][BT], macc_y[2][2][BT], macc_x[2][2][BT];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-#pragma unroll
-            for (int b = 0; b < BT; ++b) {
-                acc_y[i][j][b] = acc_x[i][j][b] = 0.0f;
-                macc_y[i][j][b] = macc_x[i][j][b] = 0.0f;
-            }
-        }
-    }
-    for (index_t chunk = 0; chunk < v.views; chunk += chunk_views) {
-        const int count = static_cast<int>(min(static_cast<index_t>(chunk_views), v.views - chunk));
-        __syncthreads();  // the previous chunk's table is no longer read
-        if (t < count) {
-            if (Tabled || v.adjoint_views != nullptr) {
-                views[t] = v.adjoint_views[adjoint_views_entry(v, chunk + t, tx0, ty0)];
-            } else {
-                views[t] = adjoint_view(v, chunk + t, tx0, ty0);
-            }
-        }
-        __syncthreads();
-        // A fixed number of entries per thread, unrolled, so that each
-        // thread's loads of y are in flight together (ncu, H100: the wait
-        // on one load at a time was 13 % of the kernel's stall samples).
-        constexpr int staged_per_thread = chunk_views * adjoint_window / block_threads;
-        static_assert(staged_per_thread * block_threads == chunk_views * adjoint_window);
-        // Each frame's y as an opaque pointer and the rows as 32-bit indices
-        // (rows_of fits index_t): one IMAD.WIDE per load address.
-        const float* frame_y[BT];
-#pragma unroll
-        for (int b = 0; b < BT; ++b) frame_y[b] = opaque_pointer(y + static_cast<size_type>(b) * m);
-#pragma unroll
-        for (int j = 0; j < staged_per_thread; ++j) {
-            const int e = t + j * block_threads;
-            if (e >= count * adjoint_window) break;
-            const int vl = e / adjoint_window;  // a shift
-            const int i = e - vl * adjoint_window;
-            const AdjointView& a = views[vl];
-            const index_t bin = a.first_bin + i;
-            const float base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
-            // Only the bins the tile reads: a block's staging is bound by
-            // its L2 loads (each copy of it added ~1.25 µs to ct_256's
-            // iteration, H200), and ~22 of the 32 on average are read.
-            const bool inside = i < a.window_bins && bin >= 0 && bin < v.bins;
-            const index_t row = (chunk + vl) * v.bins;
-            const index_t at = row + (inside ? bin : 0);
-            float ys[BT];
-#pragma unroll
-            for (int b = 0; b < BT; ++b) ys[b] = inside ? __ldg(frame_y[b] + at) * a.scale : 0.0f;
-            table.store(vl, i, ys, base);
-            if constexpr (Mirrored) {
-                const index_t mirrored = row + (inside ? v.bins - 1 - bin : 0);
-                mirror->y[vl][i] = inside ? __ldg(frame_y[0] + mirrored) * a.scale : 0.0f;
-            }
-        }
-        __syncthreads();
-        for (int vl = group; vl < count; vl += groups) {
-            const AdjointView a = views[vl];
-            if (a.window_bins == 0) continue;
-            if (a.step_y != 0) {
-                adjoint_view_pass<BT, true, Mirrored>(a, table, mirror, vl, fx0, fy0, acc_y,
-                                                      macc_y);
-            } else {
-                adjoint_view_pass<BT, false, Mirrored>(a, table, mirror, vl, fx0, fy0, acc_x,
-                                                       macc_x);
-            }
-        }
-    }
-    // Sum the groups: pixel (ix0 + dx, iy0 + dy) is acc_y[dy][dx] +
-    // acc_x[dx][dy], its reflection macc_y[dy][dx] + macc_x[dx][dy].
-    __syncthreads();
-    float* sums = reinterpret_cast<float*>(memory);
-    const auto sum_at = [&](int tile, int gr, int quad, int b, int place) -> float& {
+    // The view groups' sums: pixel q of the block's tiles, per group.
+    const auto sum_at = [&](float* sums, int tile, int gr, int quad, int b, int place) -> float& {
         return sums[(((tile * groups + gr) * 4 + quad) * BT + b) * adjoint_sums_stride + place];
     };
-#pragma unroll
-    for (int dy = 0; dy < 2; ++dy) {
-#pragma unroll
-        for (int dx = 0; dx < 2; ++dx) {
-#pragma unroll
-            for (int b = 0; b < BT; ++b) {
-                sum_at(0, group, dy * 2 + dx, b, local) = acc_y[dy][dx][b] + acc_x[dx][dy][b];
-                if constexpr (Mirrored) {
-                    sum_at(1, group, dy * 2 + dx, b, local) = macc_y[dy][dx][b] + macc_x[dx][dy][b];
+    // Aᵀ yy of the block's pixels, as the view groups' sums into `into`.
+    const auto back_project = [&](const float* yy, float* into) {
+        // Views stepping along y put (major, minor) = (y, x), the others (x, y);
+        // macc: the reflected pixels (Mirrored).
+        float acc_y[2][2][BT], acc_x[2][2][BT], macc_y[2][2][BT], macc_x[2][2][BT];
+    #pragma unroll
+        for (int i = 0; i < 2; ++i) {
+    #pragma unroll
+            for (int j = 0; j < 2; ++j) {
+    #pragma unroll
+                for (int b = 0; b < BT; ++b) {
+                    acc_y[i][j][b] = acc_x[i][j][b] = 0.0f;
+                    macc_y[i][j][b] = macc_x[i][j][b] = 0.0f;
                 }
             }
         }
-    }
-    __syncthreads();
-    if constexpr (Epilogue::whole_step) {
-        epilogue.template run<Mirrored, block_threads>(v, x, [&](const AdjointPixel& at) {
-            float sum = 0.0f;
-            for (int gr = 0; gr < groups; ++gr) {
-                sum += sum_at(at.tile, gr, at.from_quad, 0, at.from_place);
+        for (index_t chunk = 0; chunk < v.views; chunk += chunk_views) {
+            const int count =
+                static_cast<int>(min(static_cast<index_t>(chunk_views), v.views - chunk));
+            __syncthreads();  // the previous chunk's table is no longer read
+            if (t < count) {
+                if (Tabled || v.adjoint_views != nullptr) {
+                    views[t] = v.adjoint_views[adjoint_views_entry(v, chunk + t, tx0, ty0)];
+                } else {
+                    views[t] = adjoint_view(v, chunk + t, tx0, ty0);
+                }
             }
-            return sum;
-        });
+            __syncthreads();
+            // A fixed number of entries per thread, unrolled, so that each
+            // thread's loads of y are in flight together (ncu, H100: the wait
+            // on one load at a time was 13 % of the kernel's stall samples).
+            constexpr int staged_per_thread = chunk_views * adjoint_window / block_threads;
+            static_assert(staged_per_thread * block_threads == chunk_views * adjoint_window);
+            // Each frame's y as an opaque pointer and the rows as 32-bit indices
+            // (rows_of fits index_t): one IMAD.WIDE per load address.
+            const float* frame_y[BT];
+    #pragma unroll
+            for (int b = 0; b < BT; ++b) {
+                frame_y[b] = opaque_pointer(yy + static_cast<size_type>(b) * m);
+            }
+    #pragma unroll
+            for (int j = 0; j < staged_per_thread; ++j) {
+                const int e = t + j * block_threads;
+                if (e >= count * adjoint_window) break;
+                const int vl = e / adjoint_window;  // a shift
+                const int i = e - vl * adjoint_window;
+                const AdjointView& a = views[vl];
+                const index_t bin = a.first_bin + i;
+                const float base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
+                // Only the bins the tile reads: a block's staging is bound by
+                // its L2 loads (each copy of it added ~1.25 µs to ct_256's
+                // iteration, H200), and ~22 of the 32 on average are read.
+                const bool inside = i < a.window_bins && bin >= 0 && bin < v.bins;
+                const index_t row = (chunk + vl) * v.bins;
+                const index_t at = row + (inside ? bin : 0);
+                float ys[BT];
+    #pragma unroll
+                for (int b = 0; b < BT; ++b) {
+                    ys[b] = inside ? __ldg(frame_y[b] + at) * a.scale : 0.0f;
+                }
+                table.store(vl, i, ys, base);
+                if constexpr (Mirrored) {
+                    const index_t mirrored = row + (inside ? v.bins - 1 - bin : 0);
+                    mirror->y[vl][i] = inside ? __ldg(frame_y[0] + mirrored) * a.scale : 0.0f;
+                }
+            }
+            __syncthreads();
+            for (int vl = group; vl < count; vl += groups) {
+                const AdjointView a = views[vl];
+                if (a.window_bins == 0) continue;
+                if (a.step_y != 0) {
+                    adjoint_view_pass<BT, true, Mirrored>(a, table, mirror, vl, fx0, fy0, acc_y,
+                                                          macc_y);
+                } else {
+                    adjoint_view_pass<BT, false, Mirrored>(a, table, mirror, vl, fx0, fy0, acc_x,
+                                                           macc_x);
+                }
+            }
+        }
+        // Sum the groups: pixel (ix0 + dx, iy0 + dy) is acc_y[dy][dx] +
+        // acc_x[dx][dy], its reflection macc_y[dy][dx] + macc_x[dx][dy].
+        __syncthreads();
+    #pragma unroll
+        for (int dy = 0; dy < 2; ++dy) {
+    #pragma unroll
+            for (int dx = 0; dx < 2; ++dx) {
+    #pragma unroll
+                for (int b = 0; b < BT; ++b) {
+                    sum_at(into, 0, group, dy * 2 + dx, b, local) =
+                        acc_y[dy][dx][b] + acc_x[dx][dy][b];
+                    if constexpr (Mirrored) {
+                        sum_at(into, 1, group, dy * 2 + dx, b, local) =
+                            macc_y[dy][dx][b] + macc_x[dx][dy][b];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    };
+    float* const sums = reinterpret_cast<float*>(memory);  // over the table, after its last read
+    // A refreshing step's first product: h_k's sums kept after the views
+    constexpr bool refresh = adjoint_epilogue_bytes<Epilogue>() != 0;
+    float* const refreshed =
+        reinterpret_cast<float*>(adjoint_shared + adjoint_shared_bytes<BT, Mirrored>);
+    if constexpr (refresh) back_project(epilogue.refresh_y, refreshed);
+    back_project(y, sums);
+    if constexpr (Epilogue::whole_step) {
+        const auto pixel_of = [&](float* from) {
+            return [&, from](const AdjointPixel& at) {
+                float sum = 0.0f;
+                for (int gr = 0; gr < groups; ++gr) {
+                    sum += sum_at(from, at.tile, gr, at.from_quad, 0, at.from_place);
+                }
+                return sum;
+            };
+        };
+        epilogue.template run<Mirrored, block_threads>(v, x, pixel_of(sums), pixel_of(refreshed));
         return;
     }
     // One (pixel, frame) per thread and pass: pixel q = (dy * 2 + dx) * 64 +
@@ -1215,7 +1263,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         }
         float sum = 0.0f;
         for (int gr = 0; gr < groups; ++gr) {
-            sum += sum_at(at.tile, gr, at.from_quad, b, at.from_place);
+            sum += sum_at(sums, at.tile, gr, at.from_quad, b, at.from_place);
         }
         x[static_cast<size_type>(b) * n + i] = sum;
         if constexpr (reduces) {
@@ -1255,11 +1303,12 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
     }
 }
 
-template <bool WithState, class Shape>
-template <bool Mirrored, int Threads, class PixelSum>
-__device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
-                                                    float* /*u: not stored*/,
-                                                    PixelSum&& pixel_sum) const
+template <bool WithState, class Shape, bool Refresh>
+template <bool Mirrored, int Threads, class PixelSum, class RefreshedH>
+__device__ void StepEpilogue<WithState, Shape, Refresh>::run(const Parallel2dView& v,
+                                                             float* /*u: not stored*/,
+                                                             PixelSum&& pixel_sum,
+                                                             RefreshedH&& refreshed_h) const
 {
     static_assert(adjoint_tile == pair_tile && Mirrored);
     constexpr int tiles = adjoint_block_tiles<Mirrored>;
@@ -1302,9 +1351,10 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
     float g_k = 0.0f;
     if (owns && inside) {
         o.d = w.d[k];
-        o.h = w.h[k];
+        o.h = Refresh ? refreshed_h(adjoint_pixel<Mirrored>(v, item)) : w.h[k];
         o.x = w.x[k];
-        g_k = op.g[k];
+        // (without terms g may be h, and then it is refreshed with h)
+        g_k = Refresh && op.g == w.h ? o.h : op.g[k];
         o.u = pixel_sum(adjoint_pixel<Mirrored>(v, item));
         o.e = o.u;
         if (regularized) o.e = fold_at<Shape>(op.fold, 1, 0, k, o.u);
@@ -1393,6 +1443,7 @@ __device__ void StepEpilogue<WithState, Shape>::run(const Parallel2dView& v,
     // x, h and g of the block's pixels
     float g_next = 0.0f;
     if (owns && inside && steps) g_next = update_from(o, k, alpha, with_fx, w.x, w.h, w.g);
+    if (Refresh && owns && inside && !steps) w.h[k] = o.h;  // h_k = Aᵀ(A x_k − b) all the same
     if (cancels) {  // uniform over the grid: gᵀe and ‖g‖² over the new g
         double2 sum{0.0, 0.0};
         if (owns && inside && steps) {

@@ -634,7 +634,8 @@ bool whole_step_adjoint_fits(const Executor& exec, const Parallel2dView& sys)
 {
     if (!parallel2d_adjoint_mirrored(sys) || sys.adjoint_views == nullptr) return false;
     auto kernel = p2::parallel2d_adjoint_kernel<1, Epilogue, true, true>;
-    constexpr std::size_t bytes = p2::adjoint_shared_bytes<1, true>;
+    constexpr std::size_t bytes =
+        p2::adjoint_shared_bytes<1, true> + p2::adjoint_epilogue_bytes<Epilogue>();
     const dim3 grid = adjoint_blocks(sys, true);
     allow_dynamic_shared(exec, reinterpret_cast<const void*>(kernel), bytes);
     return cooperative_fits(exec, reinterpret_cast<const void*>(kernel),
@@ -648,10 +649,11 @@ void launch_whole_step_adjoint(const Executor& exec, const Parallel2dView& sys, 
                                float* x, const Epilogue& epilogue)
 {
     auto kernel = p2::parallel2d_adjoint_kernel<1, Epilogue, true, true>;
-    const bool launched =
-        launch_cooperative(exec, kernel, adjoint_blocks(sys, true),
-                           dim3{p2::adjoint_threads<1, true>}, p2::adjoint_shared_bytes<1, true>,
-                           sys, y, x, epilogue);
+    constexpr std::size_t bytes =
+        p2::adjoint_shared_bytes<1, true> + p2::adjoint_epilogue_bytes<Epilogue>();
+    const bool launched = launch_cooperative(exec, kernel, adjoint_blocks(sys, true),
+                                             dim3{p2::adjoint_threads<1, true>}, bytes, sys, y, x,
+                                             epilogue);
     if (!launched) throw std::logic_error{"the adjoint's cooperative launch was not probed"};
 }
 
@@ -670,13 +672,15 @@ double2* whole_step_sums(const Executor& exec, const Parallel2dView& sys, int co
 /// where the adjoint takes a tile per block (p2::StepEpilogue says why),
 /// the system has no views table (an image or view count beyond
 /// parallel2d_table_max_bytes) or its blocks cannot all be resident at
-/// once. `forward()` queues A d and returns where it is.
-template <bool WithState, class Shape = AnyTerms, class Forward>
+/// once. `forward()` queues A d and returns where it is. Refresh: the
+/// launch back-projects `refresh_y` = A x_k − b first and steps from h_k =
+/// Aᵀ(A x_k − b) (cgnr_step_replacement).
+template <bool WithState, class Shape, bool Refresh, class Forward>
 bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const CgnrParams& params,
                      const StepDotsAt& op, const StepVectors& w, const RegularizerPrepare& prepare,
-                     Forward&& forward)
+                     Forward&& forward, const float* refresh_y)
 {
-    using Step = p2::StepEpilogue<WithState, Shape>;
+    using Step = p2::StepEpilogue<WithState, Shape, Refresh>;
     if (!whole_step_adjoint_fits<Step>(exec, sys)) return false;
     // three pairs of sums per block, then one more where the expansion cancels
     double2* const partials = whole_step_sums(exec, sys, 4);
@@ -684,21 +688,23 @@ bool launch_one_pass(const Executor& exec, const Parallel2dView& sys, const Cgnr
     const long long blocks = static_cast<long long>(grid.x) * grid.y;
     const float* q = forward();
     float* const no_output = nullptr;  // the step keeps u in registers (its scratch)
-    launch_whole_step_adjoint(exec, sys, q, no_output,
-                              Step{op, params, w, prepare, partials, partials + 3 * blocks});
+    launch_whole_step_adjoint(
+        exec, sys, q, no_output,
+        Step{op, params, w, prepare, partials, partials + 3 * blocks, refresh_y});
     return true;
 }
 
 /// cgnr_step_one_pass's two launches where they run (one frame that keeps a
 /// copy of d, the state's image x, the fewest launches): launch_one_pass
-/// compiled for the terms at hand, with `forward` as there; false, and
-/// nothing queued, where they do not.
-template <class Forward>
+/// compiled for the terms at hand, with `forward`, Refresh and `refresh_y`
+/// as there; false, and nothing queued, where they do not.
+template <bool Refresh, class Forward>
 bool one_pass_launched(const Executor& exec, const SystemView& system, const CgnrParams& params,
                        int batch, View<float> d, View<float> u, const RegularizerFold& fold,
                        View<float> e, View<float> fx, View<float> x, View<float> h,
                        View<float> g, View<float> cache, View<CgnrScalars> scalars,
-                       const RegularizerPrepare& prepare, Forward&& forward)
+                       const RegularizerPrepare& prepare, Forward&& forward,
+                       const float* refresh_y = nullptr)
 {
     const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
     // (The adjoint's step forms the state from its own x_{k+1}: the state's
@@ -715,14 +721,18 @@ bool one_pass_launched(const Executor& exec, const SystemView& system, const Cgn
     const auto one_tv = [](const RegularizerTerms& t) {
         return t.count == 1 && t.term[0].kind == RegularizerKind::tv;
     };
-    if (!regularized) return launch_one_pass<false>(exec, sys, params, op, w, prepare, forward);
+    if (!regularized) {
+        return launch_one_pass<false, AnyTerms, Refresh>(exec, sys, params, op, w, prepare,
+                                                         forward, refresh_y);
+    }
     if (one_tv(fold.terms) && one_tv(prepare.terms)) {
         // the configs' regularizer, compiled apart (stencils.hpp's OneTerm;
         // p2::StepEpilogue says what it gains)
-        return launch_one_pass<true, OneTerm<RegularizerKind::tv>>(exec, sys, params, op, w,
-                                                                   prepare, forward);
+        return launch_one_pass<true, OneTerm<RegularizerKind::tv>, Refresh>(
+            exec, sys, params, op, w, prepare, forward, refresh_y);
     }
-    return launch_one_pass<true>(exec, sys, params, op, w, prepare, forward);
+    return launch_one_pass<true, AnyTerms, Refresh>(exec, sys, params, op, w, prepare, forward,
+                                                    refresh_y);
 }
 
 }  // namespace
@@ -739,8 +749,8 @@ void cgnr_step_one_pass(const Executor& exec, const SystemView& system, const Cg
         const auto* d_pairs = reinterpret_cast<const float2*>(cache.data);
         return parallel2d_forward_for_normal(exec, sys, 1, d.data, nullptr, d_pairs);
     };
-    if (one_pass_launched(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache, scalars,
-                          prepare, rays_of_d)) {
+    if (one_pass_launched<false>(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache,
+                                 scalars, prepare, rays_of_d)) {
         return;
     }
     cuda::cgnr_step_normal_dots(exec, system, batch, in(d), u, {}, fold, in(g), e, scalars, in(x),
@@ -758,8 +768,8 @@ void cgnr_step_replacement(const Executor& exec, const SystemView& system,
 {
     const auto in = [](View<float> v) { return View<const float>{v.data, v.size}; };
     // Where the one-pass step runs as its two launches: x_k's pair images,
-    // then one walk of the rays for A d and A x_k − b together, the adjoint
-    // of r into h, and the step's adjoint of A d.
+    // then one walk of the rays for A d and A x_k − b together, and the
+    // step's adjoint, which back-projects r and then A d.
     const auto rays_of_d_and_x = [&] {
         const Parallel2dView& sys = cached_system(system, batch, cache.size);
         const cudaStream_t stream = stream_of(exec);
@@ -771,11 +781,10 @@ void cgnr_step_replacement(const Executor& exec, const SystemView& system,
         RECON_CUDA_CHECK_LAUNCH();
         launch_rays_with_residual(sys, stream, reinterpret_cast<const float2*>(cache.data), q,
                                   p2::ResidualRays{x_pairs, b.data, r.data});
-        parallel2d_adjoint(exec, sys, 1, r.data, h.data);
         return static_cast<const float*>(q);
     };
-    if (one_pass_launched(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache, scalars,
-                          prepare, rays_of_d_and_x)) {
+    if (one_pass_launched<true>(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache,
+                                scalars, prepare, rays_of_d_and_x, r.data)) {
         return;
     }
     cuda::residual(exec, system, batch, in(x), b, r);

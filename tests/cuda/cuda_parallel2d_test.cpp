@@ -852,14 +852,15 @@ TEST(Parallel2dGpuDirectionCache, OnePassOfAnImageTooLargeForOneCooperativeAdjoi
 
 /// The fused form's iteration that a residual replacement starts, in one
 /// call (cgnr_step_replacement: for one frame on mirrored tiles x_k's pair
-/// images, the rays of d and x_k in one walk, the adjoint of r and the
-/// one-pass step's cooperative adjoint, expects_one_launch), against
-/// residual, apply_adjoint and cgnr_step_one_pass called apart; and the
-/// same call with RECON_UPDATE_DIRECTION=cooperative (the calls one after
-/// the other inside) against residual, apply_adjoint,
-/// cgnr_step_normal_dots and cgnr_step_update_direction: every vector and
-/// scalar bit for bit (the walk's A d and A x − b take the same operations
-/// as the rays apart), the pair images of d equal to ones made afresh. h
+/// images, the rays of d and x_k in one walk, and the one-pass step's
+/// cooperative adjoint, which back-projects r before A d;
+/// expects_one_launch), against residual, apply_adjoint and
+/// cgnr_step_one_pass called apart; and the same call with
+/// RECON_UPDATE_DIRECTION=cooperative (the calls one after the other
+/// inside) against residual, apply_adjoint, cgnr_step_normal_dots and
+/// cgnr_step_update_direction: every vector and scalar bit for bit (the
+/// walk's A d and A x − b, and the step's Aᵀ r, take the same operations
+/// as the products apart), the pair images of d equal to ones made afresh. h
 /// starts far from Aᵀ(A x − b), so a step from the recurrence's h does not
 /// pass. The state F reads and the one made for the next iteration are one
 /// buffer, as the solver passes them. Frame 0 runs or has stopped (then it
@@ -942,7 +943,8 @@ void expect_replacement_matches_its_steps(const CachedFrames& frames, std::mt199
                 in(e_of(apart_steps)), in(fx_of(apart_steps)), apart_steps.x.view(),
                 apart_steps.h.view(), g_of(apart_steps), apart_steps.cache.view(),
                 apart_steps.s.view(), prepare_of(apart_steps));
-            for (auto [run, steps] : {std::pair{&one, &one_steps}, std::pair{&apart, &apart_steps}}) {
+            for (auto [run, steps] :
+                 {std::pair{&one, &one_steps}, std::pair{&apart, &apart_steps}}) {
                 SCOPED_TRACE(run == &one ? "one call" : "the calls apart");
                 for (auto [got, want] :
                      std::vector<std::pair<kernels::Array<float>*, kernels::Array<float>*>>{
