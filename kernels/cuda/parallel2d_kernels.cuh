@@ -1117,11 +1117,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         // Views stepping along y put (major, minor) = (y, x), the others (x, y);
         // macc: the reflected pixels (Mirrored).
         float acc_y[2][2][BT], acc_x[2][2][BT], macc_y[2][2][BT], macc_x[2][2][BT];
-    #pragma unroll
+#pragma unroll
         for (int i = 0; i < 2; ++i) {
-    #pragma unroll
+#pragma unroll
             for (int j = 0; j < 2; ++j) {
-    #pragma unroll
+#pragma unroll
                 for (int b = 0; b < BT; ++b) {
                     acc_y[i][j][b] = acc_x[i][j][b] = 0.0f;
                     macc_y[i][j][b] = macc_x[i][j][b] = 0.0f;
@@ -1148,11 +1148,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
             // Each frame's y as an opaque pointer and the rows as 32-bit indices
             // (rows_of fits index_t): one IMAD.WIDE per load address.
             const float* frame_y[BT];
-    #pragma unroll
+#pragma unroll
             for (int b = 0; b < BT; ++b) {
                 frame_y[b] = opaque_pointer(yy + static_cast<size_type>(b) * m);
             }
-    #pragma unroll
+#pragma unroll
             for (int j = 0; j < staged_per_thread; ++j) {
                 const int e = t + j * block_threads;
                 if (e >= count * adjoint_window) break;
@@ -1168,7 +1168,7 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
                 const index_t row = (chunk + vl) * v.bins;
                 const index_t at = row + (inside ? bin : 0);
                 float ys[BT];
-    #pragma unroll
+#pragma unroll
                 for (int b = 0; b < BT; ++b) {
                     ys[b] = inside ? __ldg(frame_y[b] + at) * a.scale : 0.0f;
                 }
@@ -1194,11 +1194,11 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
         // Sum the groups: pixel (ix0 + dx, iy0 + dy) is acc_y[dy][dx] +
         // acc_x[dx][dy], its reflection macc_y[dy][dx] + macc_x[dx][dy].
         __syncthreads();
-    #pragma unroll
+#pragma unroll
         for (int dy = 0; dy < 2; ++dy) {
-    #pragma unroll
+#pragma unroll
             for (int dx = 0; dx < 2; ++dx) {
-    #pragma unroll
+#pragma unroll
                 for (int b = 0; b < BT; ++b) {
                     sum_at(into, 0, group, dy * 2 + dx, b, local) =
                         acc_y[dy][dx][b] + acc_x[dx][dy][b];
