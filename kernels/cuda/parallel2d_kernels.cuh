@@ -953,16 +953,25 @@ struct StepEpilogue {
                         RefreshedH&& refreshed_h) const;
 };
 
+/// Whether an adjoint launch with `Epilogue` back-projects the epilogue's
+/// refresh_y before y (StepEpilogue's Refresh).
+template <class Epilogue>
+constexpr bool adjoint_refreshes()
+{
+    if constexpr (Epilogue::whole_step) {
+        return Epilogue::refreshes;
+    } else {
+        return false;
+    }
+}
+
 /// Dynamic shared memory an adjoint launch with `Epilogue` takes beyond
 /// adjoint_shared_bytes: a refreshing step keeps the view groups' sums of
 /// its first back-projection there while the second runs.
 template <class Epilogue>
 constexpr std::size_t adjoint_epilogue_bytes()
 {
-    if constexpr (Epilogue::whole_step) {
-        if constexpr (Epilogue::refreshes) return refresh_sums_bytes;
-    }
-    return 0;
+    return adjoint_refreshes<Epilogue>() ? refresh_sums_bytes : 0;
 }
 
 /// The corner of the calling adjoint block's tile `tile`: tile 0 at the
@@ -1213,10 +1222,9 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
     };
     float* const sums = reinterpret_cast<float*>(memory);  // over the table, after its last read
     // A refreshing step's first product: h_k's sums kept after the views
-    constexpr bool refresh = adjoint_epilogue_bytes<Epilogue>() != 0;
     float* const refreshed =
         reinterpret_cast<float*>(adjoint_shared + adjoint_shared_bytes<BT, Mirrored>);
-    if constexpr (refresh) back_project(epilogue.refresh_y, refreshed);
+    if constexpr (adjoint_refreshes<Epilogue>()) back_project(epilogue.refresh_y, refreshed);
     back_project(y, sums);
     if constexpr (Epilogue::whole_step) {
         const auto pixel_of = [&](float* from) {

@@ -161,29 +161,29 @@ dim3 image_tiles(const Parallel2dView& sys, int frames = 1)
             static_cast<unsigned>(adjoint_tiles(sys.ny)), static_cast<unsigned>(frames)};
 }
 
-/// p2::parallel2d_rays_kernel<BT, Acc> on `grid` blocks, compiled for the
-/// system's rays table where it has one.
-template <int BT, class Acc>
-void launch_rays(const Parallel2dView& sys, unsigned grid, cudaStream_t stream,
-                 const float2* pairs, const float* sub, float* y)
+/// p2::parallel2d_rays_kernel<BT, Acc> on the system's blocks, compiled for
+/// its rays table where it has one. WithResidual: the same walk also gives
+/// residual.r = A x − b from x's pair images (one frame).
+template <int BT, class Acc, bool WithResidual = false>
+void launch_rays(const Parallel2dView& sys, cudaStream_t stream, const float2* pairs,
+                 const float* sub, float* y, const p2::ResidualRays& residual = {})
 {
     constexpr int threads = 32 * ray_segments;
-    auto kernel = sys.rays != nullptr ? p2::parallel2d_rays_kernel<BT, Acc, true>
-                                      : p2::parallel2d_rays_kernel<BT, Acc, false>;
-    kernel<<<grid, threads, 0, stream>>>(sys, pairs, sub, y, p2::ResidualRays{});
+    auto kernel = sys.rays != nullptr
+                      ? p2::parallel2d_rays_kernel<BT, Acc, true, WithResidual>
+                      : p2::parallel2d_rays_kernel<BT, Acc, false, WithResidual>;
+    kernel<<<static_cast<unsigned>(ray_blocks(sys)), threads, 0, stream>>>(sys, pairs, sub, y,
+                                                                          residual);
     RECON_CUDA_CHECK_LAUNCH();
 }
 
-/// One frame's q = A d from d's pair images and, in the same walk,
-/// residual.r = A x − b from x's (p2::parallel2d_rays_kernel, WithResidual).
-void launch_rays_with_residual(const Parallel2dView& sys, cudaStream_t stream,
-                               const float2* d_pairs, float* q, const p2::ResidualRays& residual)
+/// The pair images of `frames` frames of x into `pairs`.
+void launch_pairs(const Parallel2dView& sys, cudaStream_t stream, const float* x, int frames,
+                  float2* pairs)
 {
-    constexpr int threads = 32 * ray_segments;
-    auto kernel = sys.rays != nullptr ? p2::parallel2d_rays_kernel<1, float, true, true>
-                                      : p2::parallel2d_rays_kernel<1, float, false, true>;
-    kernel<<<static_cast<unsigned>(ray_blocks(sys)), threads, 0, stream>>>(sys, d_pairs, nullptr,
-                                                                          q, residual);
+    if (cols_of(sys) == 0) return;
+    p2::parallel2d_pairs_kernel<<<image_tiles(sys, frames), dim3{p2::pair_tile, p2::pair_tile}, 0,
+                                  stream>>>(sys, x, pairs);
     RECON_CUDA_CHECK_LAUNCH();
 }
 
@@ -200,18 +200,11 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
     const index_t n = cols_of(sys);
     if (m == 0) return;
     const cudaStream_t stream = stream_of(exec);
-    const unsigned rays_grid = static_cast<unsigned>(ray_blocks(sys));
-    auto make_pairs = [&](const float* xb, int frames) {
-        if (n == 0) return;
-        p2::parallel2d_pairs_kernel<<<image_tiles(sys, frames), dim3{p2::pair_tile, p2::pair_tile},
-                                      0, stream>>>(sys, xb, pairs);
-        RECON_CUDA_CHECK_LAUNCH();
-    };
     if (sub != nullptr) {
         for (int b = 0; b < batch; ++b) {
             const size_type mb = static_cast<size_type>(b) * m;
-            make_pairs(x + static_cast<size_type>(b) * n, 1);
-            launch_rays<1, double>(sys, rays_grid, stream, pairs, sub + mb, y + mb);
+            launch_pairs(sys, stream, x + static_cast<size_type>(b) * n, 1, pairs);
+            launch_rays<1, double>(sys, stream, pairs, sub + mb, y + mb);
         }
         return;
     }
@@ -227,9 +220,9 @@ void parallel2d_apply(const Executor& exec, const Parallel2dView& sys, int batch
         if (BT == 1 && ready != nullptr) {
             rays_from = ready + static_cast<size_type>(first) * p2::pair_frame_size(sys);
         } else {
-            make_pairs(xb, BT);
+            launch_pairs(sys, stream, xb, BT, pairs);
         }
-        launch_rays<BT, float>(sys, rays_grid, stream, rays_from, nullptr, yb);
+        launch_rays<BT, float>(sys, stream, rays_from, nullptr, yb);
     });
 }
 
@@ -776,11 +769,9 @@ void cgnr_step_replacement(const Executor& exec, const SystemView& system,
         float* q = nullptr;
         float2* x_pairs = nullptr;
         measurement_scratch(exec, sys, &q, &x_pairs);
-        p2::parallel2d_pairs_kernel<<<image_tiles(sys), dim3{p2::pair_tile, p2::pair_tile}, 0,
-                                      stream>>>(sys, x.data, x_pairs);
-        RECON_CUDA_CHECK_LAUNCH();
-        launch_rays_with_residual(sys, stream, reinterpret_cast<const float2*>(cache.data), q,
-                                  p2::ResidualRays{x_pairs, b.data, r.data});
+        launch_pairs(sys, stream, x.data, 1, x_pairs);
+        launch_rays<1, float, true>(sys, stream, reinterpret_cast<const float2*>(cache.data),
+                                    nullptr, q, p2::ResidualRays{x_pairs, b.data, r.data});
         return static_cast<const float*>(q);
     };
     if (one_pass_launched<true>(exec, system, params, batch, d, u, fold, e, fx, x, h, g, cache,
