@@ -94,8 +94,8 @@ struct SolveOutcome {
 };
 
 /// One solver of `batch` frames; each timed run copies the frames' b into
-/// the fixed input buffer (device to device, as a new frame does), zeroes
-/// x, and solves.
+/// the fixed input buffer (device to device, as a new frame does) and
+/// solves from x0 = 0 (InitialImage::zero, as a frame without a warm start).
 SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
                         const std::vector<float>& b_one, int repetitions)
 {
@@ -106,8 +106,7 @@ SolveOutcome run_solver(const SolveCase& c, const Executor& exec, int batch,
     SolveOutcome out;
     out.timing = timed(exec, repetitions, [&] {
         kn::copy(exec, solver.input(), exec, cview(staged));
-        kn::fill(exec, solver.image(), 0.0f);
-        solver.solve();
+        solver.solve(recon::InitialImage::zero);
     });
     out.image = download(exec, solver.image(), static_cast<kn::size_type>(batch) * c.model->cols());
     out.results = solver.results();
@@ -169,7 +168,6 @@ void add_cusparse_cgls_rows(BenchTable& table, const std::string& section,
     for (const bool graph : {false, true}) {
         const Timing timing = timed(exec, repetitions, [&] {
             kn::copy(exec, cgls.input(), exec, cview(staged));
-            kn::fill(exec, cgls.image(), 0.0f);
             if (graph) {
                 cgls.solve_graph(iterations);
             } else {
@@ -379,8 +377,8 @@ void add_cuda_solve_rows(BenchTable& table, const BenchProblem& p, const Executo
     recon::CgnrSolver solver{*cpu.model, cpu.regularizer, cpu.options, Executor::cpu(), 1};
     const Timing timing = measure(0, 1, [&] {
         std::copy(p.b.begin(), p.b.end(), solver.input().data);
-        std::fill_n(solver.image().data, solver.image().size, 0.0f);
-        return host_timed_ms(Executor::cpu(), [&] { solver.solve(); });
+        return host_timed_ms(Executor::cpu(),
+                             [&] { solver.solve(recon::InitialImage::zero); });
     });
     table.add({"gpu solve", p.name, cpu.name, "cpu", timing, ""});
 }
@@ -474,8 +472,8 @@ void add_cuda_ct_rows(BenchTable& table, const Executor& exec, const BenchConfig
     recon::CgnrSolver solver{fly, tv, cpu_options, Executor::cpu(), 1};
     Timing timing = measure(0, 1, [&] {
         std::copy(b.begin(), b.end(), solver.input().data);
-        std::fill_n(solver.image().data, solver.image().size, 0.0f);
-        return host_timed_ms(Executor::cpu(), [&] { solver.solve(); });
+        return host_timed_ms(Executor::cpu(),
+                             [&] { solver.solve(recon::InitialImage::zero); });
     });
     const double scale = static_cast<double>(config.iterations) / cpu_options.max_iterations;
     for (double& t : timing.runs_ms) t *= scale;
@@ -512,9 +510,8 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
             recon::CgnrSolver probe{*c.model, {}, o, exec, batch};
             if (v.launch == recon::SolveLaunch::persistent) {
                 kn::fill(exec, probe.input(), 0.0f);
-                kn::fill(exec, probe.image(), 0.0f);
                 try {
-                    probe.solve();  // tells whether the batch fits the persistent kernel
+                    probe.solve(recon::InitialImage::zero);  // tells whether the batch fits the persistent kernel
                 } catch (const std::invalid_argument&) {
                     continue;
                 }
@@ -560,8 +557,7 @@ void add_cuda_stream_batch_rows(BenchTable& table, const BenchProblem& p, const 
             return kn::time_on_device_ms(execs, [&] {
                 for (int f = 0; f < batch; ++f) {
                     kn::copy(execs[f], solvers[f]->input(), execs[f], cview(staged[f]));
-                    kn::fill(execs[f], solvers[f]->image(), 0.0f);
-                    solvers[f]->solve();
+                    solvers[f]->solve(recon::InitialImage::zero);
                 }
             });
         });

@@ -44,8 +44,8 @@ kernels::View<const T> first(const kernels::View<T>& v, kernels::size_type count
     return {v.data, count};
 }
 
-/// One solve of zeros (it stops at once: the gradient is 0), so that the
-/// sensor's first frame does not wait for its launch to be built and its
+/// A solve of zeros from each start (it stops at once: the gradient is 0),
+/// so that the sensor's frames do not wait for a launch to be built and its
 /// kernels to be loaded: CUDA loads modules when a kernel first runs, and
 /// for the persistent kernel's module that took 70–100 ms of the first
 /// frame's solve on an H100 (8–10 ms with every module loaded at start).
@@ -54,8 +54,8 @@ void warm_up(recon::CgnrSolver& solver)
     const kernels::Executor& exec = solver.executor();
     if (exec.is_cpu()) return;
     kernels::fill(exec, solver.input(), 0.0f);
-    kernels::fill(exec, solver.image(), 0.0f);
-    solver.solve();
+    solver.solve(recon::InitialImage::zero);
+    solver.solve(recon::InitialImage::given);  // from the zeros just formed
     exec.synchronize();
 }
 
@@ -265,8 +265,7 @@ void FrameSolver::queue_solve(Flight& f)
     kernels::copy(compute, solver.input(), compute, first(f.b_device.view(), f.m));
     // x0: the sensor's previous image is in solver.image() once the stream
     // gets here, because every frame of the sensor runs on this stream.
-    if (!f.warm) kernels::fill(compute, solver.image(), 0.0f);
-    solver.solve();
+    solver.solve(f.warm ? recon::InitialImage::given : recon::InitialImage::zero);
     f.timer->stop(Stage::solve, compute);
 
     f.timer->start(Stage::download, compute);

@@ -117,11 +117,28 @@ void CgnrSolver::form_data_gradient()
     kn::apply_adjoint(exec_, view_, batch_, in(r_.view()), h_.view());
 }
 
-void CgnrSolver::initialize()
+void CgnrSolver::initialize(InitialImage start)
 {
     const View<float> g = or_alias(g_, h_);
-    // r0 = A x0 − b;  h0 = Aᵀ r0
-    form_data_gradient();
+    // The relative stop test measures ‖g‖ against ‖Aᵀb‖, the gradient at
+    // x = 0 (F(0, 0) = 0 for every term), not against ‖g0‖: a warm start
+    // begins with a small g0 and must not be asked to shrink it as much again.
+    // (One adjoint pass per solve; u is free until the first iteration.)
+    kn::apply_adjoint(exec_, view_, batch_, in(b_.view()), u_.view());
+    if (start == InitialImage::zero) {
+        // x0 = 0, so r0 = −b and h0 = Aᵀr0 = −Aᵀb: negation is exact, so
+        // these are the values A·0 − b and its adjoint would give, without
+        // those two passes
+        kn::fill(exec_, x_.view(), 0.0f);
+        kn::axpby(exec_, -1.0f, in(u_.view()), 0.0f, in(u_.view()), h_.view());
+        // CGLS1 carries r itself from here on
+        if (options_.form == CgnrForm::cgls1) {
+            kn::axpby(exec_, -1.0f, in(b_.view()), 0.0f, in(b_.view()), r_.view());
+        }
+    } else {
+        // r0 = A x0 − b;  h0 = Aᵀ r0
+        form_data_gradient();
+    }
     // g0 = h0 + F(x0, x0)
     if (!regularizer_.empty()) {
         kn::regularizer_prepare(exec_, regularizer_.terms(), grid_, batch_, in(x_.view()),
@@ -129,11 +146,6 @@ void CgnrSolver::initialize()
         kn::regularizer_apply_add(exec_, regularizer_.terms(), grid_, batch_, in(state_.view()),
                                   in(h_.view()), in(x_.view()), g);
     }
-    // The relative stop test measures ‖g‖ against ‖Aᵀb‖, the gradient at
-    // x = 0 (F(0, 0) = 0 for every term), not against ‖g0‖: a warm start
-    // begins with a small g0 and must not be asked to shrink it as much again.
-    // (One adjoint pass per solve; u is free until the first iteration.)
-    kn::apply_adjoint(exec_, view_, batch_, in(b_.view()), u_.view());
     // d0 = −g0
     kn::cgnr_init(exec_, params_, batch_, in(g), in(u_.view()), d_.view(), scalars_.view());
     kn::direction_cache_fill(exec_, view_, batch_, in(d_.view()), d_cache_.view());
@@ -216,9 +228,9 @@ bool CgnrSolver::any_running() const
     return false;
 }
 
-void CgnrSolver::solve_host_loop()
+void CgnrSolver::solve_host_loop(InitialImage start)
 {
-    initialize();
+    initialize(start);
     for (int k = 0; k < options_.max_iterations; ++k) {
         iterate(k);
         const bool check = (k + 1) % options_.status_check_interval == 0 ||
@@ -233,18 +245,18 @@ void CgnrSolver::solve_host_loop()
     }
 }
 
-void CgnrSolver::solve()
+void CgnrSolver::solve(InitialImage start)
 {
-    const auto start = std::chrono::steady_clock::now();
+    const auto began = std::chrono::steady_clock::now();
     switch (launch()) {
-    case SolveLaunch::graph: solve_graph(); break;
-    case SolveLaunch::persistent: solve_persistent(); break;
-    default: solve_host_loop(); break;
+    case SolveLaunch::graph: solve_graph(start); break;
+    case SolveLaunch::persistent: solve_persistent(start); break;
+    default: solve_host_loop(start); break;
     }
     if (observer_ != nullptr) {
         const auto res = results();
         const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began)
                 .count();
         observer_->on_solve(res, ms);
     }
@@ -289,16 +301,14 @@ std::vector<float> solve_cgnr(const SystemModel& system, const Regularizer& regu
     }
     CgnrSolver solver{system, regularizer, options, exec, 1};
     kn::copy(exec, solver.input(), Executor::cpu(), View<const float>{b.data(), static_cast<size_type>(b.size())});
-    if (x0.empty()) {
-        kn::fill(exec, solver.image(), 0.0f);
-    } else {
+    if (!x0.empty()) {
         if (static_cast<index_t>(x0.size()) != system.cols()) {
             throw std::invalid_argument{"solve_cgnr: x0 size does not match the system"};
         }
         kn::copy(exec, solver.image(), Executor::cpu(),
                  View<const float>{x0.data(), static_cast<size_type>(x0.size())});
     }
-    solver.solve();
+    solver.solve(x0.empty() ? InitialImage::zero : InitialImage::given);
     if (result != nullptr) *result = solver.results().front();
     std::vector<float> x(static_cast<std::size_t>(system.cols()));
     kn::copy(Executor::cpu(), View<float>{x.data(), static_cast<size_type>(x.size())}, exec,

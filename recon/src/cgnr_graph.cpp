@@ -32,20 +32,21 @@ int body_iterations(const SolverOptions& options)
 
 }  // namespace
 
-void CgnrSolver::solve_graph()
+void CgnrSolver::solve_graph(InitialImage start)
 {
     if (exec_.is_cpu()) throw std::logic_error{"solve_graph needs a CUDA executor"};
-    if (!graph_) {
+    auto& graph = graphs_[static_cast<int>(start)];
+    if (!graph) {
         const int turn = body_iterations(options_);
         auto captured = kernels::SolveGraph::capture(
-            exec_, [this] { initialize(); },
+            exec_, [this, start] { initialize(start); },
             [this, turn] {
                 for (int k = 0; k < turn; ++k) iterate(k);
             },
             View<const kernels::CgnrScalars>{scalars_.data(), scalars_.size()}, batch_);
-        graph_.reset(new kernels::SolveGraph{std::move(captured)});
+        graph.reset(new kernels::SolveGraph{std::move(captured)});
     }
-    graph_->launch(exec_);
+    graph->launch(exec_);
 }
 
 kernels::PersistentCgnrProblem CgnrSolver::persistent_problem()
@@ -91,10 +92,11 @@ SolveLaunch CgnrSolver::resolve_launch()
                : SolveLaunch::graph;
 }
 
-void CgnrSolver::solve_persistent()
+void CgnrSolver::solve_persistent(InitialImage start)
 {
     if (exec_.is_cpu()) throw std::logic_error{"solve_persistent needs a CUDA executor"};
-    if (!graph_) {
+    auto& graph = graphs_[static_cast<int>(InitialImage::given)];
+    if (!graph) {
         kernels::PersistentCgnrProblem p = persistent_problem();
         if (kernels::persistent_normal_matrix_applies(exec_, p)) {
             // Formed once per solver, on the host (n ≤ 3,072: ≤ 38 MB on the device)
@@ -110,9 +112,10 @@ void CgnrSolver::solve_persistent()
             throw std::invalid_argument{"solver.launch=persistent: " + why +
                                         " (use solver.launch=graph)"};
         }
-        graph_.reset(new kernels::SolveGraph{kernels::SolveGraph::persistent(exec_, p)});
+        graph.reset(new kernels::SolveGraph{kernels::SolveGraph::persistent(exec_, p)});
     }
-    graph_->launch(exec_);
+    if (start == InitialImage::zero) kernels::fill(exec_, x_.view(), 0.0f);
+    graph->launch(exec_);
 }
 
 }  // namespace recon

@@ -160,6 +160,98 @@ TEST_P(GpuSolver, NewFramesRelaunchTheSameSolveAndStopOnTolerance)
     }
 }
 
+/// Images and results of `got` equal to `want`'s: with `exact`, every value
+/// to the bit (+0 and −0 alike; the graph's and the host loop's reductions
+/// run in one fixed order); else (the persistent kernel adds its blocks'
+/// images with atomics, in no fixed order) within what two runs of one
+/// solve spread (1.7e-4 seen, three frames without a regularizer).
+void expect_same_solves(const std::pair<std::vector<float>, std::vector<FrameResult>>& got,
+                        const std::pair<std::vector<float>, std::vector<FrameResult>>& want,
+                        bool exact, const std::string& what)
+{
+    SCOPED_TRACE(what);
+    ASSERT_EQ(got.first.size(), want.first.size());
+    if (exact) {
+        for (std::size_t i = 0; i < got.first.size(); ++i) {
+            ASSERT_EQ(got.first[i], want.first[i]) << "image element " << i;
+        }
+    } else {
+        EXPECT_LE(test::rel_error(got.first, want.first), 2e-3);
+    }
+    ASSERT_EQ(got.second.size(), want.second.size());
+    for (std::size_t f = 0; f < got.second.size(); ++f) {
+        EXPECT_EQ(got.second[f].iterations, want.second[f].iterations) << "frame " << f;
+        EXPECT_EQ(got.second[f].status, want.second[f].status) << "frame " << f;
+        if (exact) {
+            EXPECT_EQ(got.second[f].rel_gradient, want.second[f].rel_gradient) << "frame " << f;
+        } else {
+            EXPECT_NEAR(got.second[f].rel_gradient, want.second[f].rel_gradient,
+                        5e-2 * want.second[f].rel_gradient) << "frame " << f;
+        }
+    }
+}
+
+/// Solves from InitialImage::zero with other values in image() beforehand.
+std::pair<std::vector<float>, std::vector<FrameResult>> solve_from_zero(
+    CgnrSolver& solver, const std::vector<float>& b)
+{
+    const kernels::Executor& exec = solver.executor();
+    kernels::copy(exec, solver.input(), kernels::Executor::cpu(),
+                  kernels::View<const float>{b.data(), static_cast<kernels::size_type>(b.size())});
+    kernels::fill(exec, solver.image(), 5.0f);
+    solver.solve(InitialImage::zero);
+    std::vector<float> x(static_cast<std::size_t>(solver.image().size));
+    kernels::copy(kernels::Executor::cpu(),
+                  kernels::View<float>{x.data(), static_cast<kernels::size_type>(x.size())}, exec,
+                  kernels::View<const float>{solver.image().data, solver.image().size});
+    exec.synchronize();
+    return {x, solver.results()};
+}
+
+/// A solve from InitialImage::zero ends where one from zeros written into
+/// image() does, to the bit (r0 = −b, h0 = −Aᵀb without A·0 and its
+/// adjoint), in every launch and form: one frame on mirrored tiles with one
+/// TV term (the one-pass step's path) and three frames without a
+/// regularizer. Each start keeps a graph of its own: solves from the
+/// previous image and from zero, taken in turn on one solver, equal fresh
+/// solvers' solves (the persistent kernel within rounding).
+TEST_P(GpuSolver, ZeroStartEqualsASolveFromGivenZerosAndKeepsItsOwnLaunch)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    std::vector<double> angles;
+    for (int k = 0; k < 23; ++k) angles.push_back(0.4 + 180.0 * k / 23);
+    const Parallel2d model{64, 32, 71, angles, 0.0};  // mirrored tiles for one frame
+    struct Case {
+        const char* terms;
+        int batch;
+    };
+    for (const Case c : {Case{"tv:0.02", 1}, Case{"", 3}}) {
+        SCOPED_TRACE(std::string{"terms '"} + c.terms + "', batch " + std::to_string(c.batch));
+        const auto reg = Regularizer::parse(c.terms, 0.01);
+        SolverOptions o = options();
+        o.max_iterations = 24;
+        o.residual_replacement = 5;
+        const auto m = static_cast<std::size_t>(model.rows()) * c.batch;
+        const auto b1 = test::random_vector(m, rng, -0.5f, 2.0f);
+        const auto b2 = test::random_vector(m, rng, -0.5f, 2.0f);
+        CgnrSolver solver{model, reg, o, gpu(), c.batch};
+        CgnrSolver from_zeros{model, reg, o, gpu(), c.batch};
+        const bool exact = o.launch != SolveLaunch::persistent;
+        const auto first = solve_from_zero(solver, b1);
+        expect_same_solves(first, run(from_zeros, b1), exact, "zero start, b1");
+        // the next frame warm-started from the first image, then from zero again
+        const auto warm = test::solve_frames(solver, b2, first.first);
+        CgnrSolver fresh{model, reg, o, gpu(), c.batch};
+        expect_same_solves(warm, test::solve_frames(fresh, b2, first.first), exact,
+                           "warm start, b2");
+        expect_same_solves(solve_from_zero(solver, b2), run(from_zeros, b2), exact,
+                           "zero start, b2");
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Launches, GpuSolver,
     ::testing::Combine(::testing::Values(SolveLaunch::host_loop, SolveLaunch::graph,

@@ -216,6 +216,66 @@ TEST(Cgnr, StopsOnToleranceAndWarmStartNeedsFewerIterations)
     EXPECT_LT(warm.iterations, cold2.iterations);
 }
 
+/// Every element of `got` equal to `want`'s (+0 and −0 alike), with the
+/// first that is not named.
+void expect_same_values(const std::vector<float>& got, const std::vector<float>& want,
+                        const std::string& what)
+{
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], want[i]) << what << ": element " << i;
+    }
+}
+
+/// A solve from InitialImage::zero, with image() holding other values, ends
+/// where a solve from zeros written into image() does, to the bit: r0 = −b
+/// and h0 = −Aᵀb are the values A·0 − b and its adjoint give. Every system
+/// model, both forms, with and without terms (F(0, 0) = 0), two frames.
+TEST(Cgnr, ZeroStartEqualsASolveFromGivenZeros)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Parallel2d parallel{24, 20, 29, {0, 25, 50, 75, 100, 125, 150, 175}, 0.3};
+    const Synthetic synthetic{400, 120, 3000, seed};
+    const StoredMatrix stored{synthetic.materialize()};
+    const int batch = 2;
+    for (const SystemModel* model : {static_cast<const SystemModel*>(&parallel),
+                                     static_cast<const SystemModel*>(&synthetic),
+                                     static_cast<const SystemModel*>(&stored)}) {
+        const auto b = test::random_vector(static_cast<std::size_t>(model->rows()) * batch, rng,
+                                           -1.0f, 2.0f);
+        for (const char* terms : {"", "tv:0.05,nonneg:3,tikhonov:0.01"}) {
+            for (const CgnrForm form : {CgnrForm::fused, CgnrForm::cgls1}) {
+                SCOPED_TRACE(model->kind() + ", terms '" + terms + "', " +
+                             to_string(form));
+                SolverOptions options;
+                options.max_iterations = 30;
+                options.form = form;
+                options.residual_replacement = 7;
+                const auto reg = Regularizer::parse(terms, 0.01);
+                CgnrSolver given{*model, reg, options, Executor::cpu(), batch};
+                CgnrSolver zero{*model, reg, options, Executor::cpu(), batch};
+                std::copy(b.begin(), b.end(), given.input().data);
+                std::copy(b.begin(), b.end(), zero.input().data);
+                std::fill_n(given.image().data, given.image().size, 0.0f);
+                std::fill_n(zero.image().data, zero.image().size, 5.0f);
+                given.solve(InitialImage::given);
+                zero.solve(InitialImage::zero);
+                expect_same_values({zero.image().data, zero.image().data + zero.image().size},
+                                   {given.image().data, given.image().data + given.image().size},
+                                   "image");
+                const auto want = given.results(), got = zero.results();
+                for (int f = 0; f < batch; ++f) {
+                    EXPECT_EQ(got[f].iterations, want[f].iterations) << "frame " << f;
+                    EXPECT_EQ(got[f].status, want[f].status) << "frame " << f;
+                    EXPECT_EQ(got[f].rel_gradient, want[f].rel_gradient) << "frame " << f;
+                }
+            }
+        }
+    }
+}
+
 TEST(Cgnr, MaxIterationsIsExact)
 {
     const Synthetic model{300, 100, 2000, 5};

@@ -88,9 +88,9 @@ public:
     CusparseCgls& operator=(CusparseCgls&&) noexcept;
 
     View<float> input();  // b, m floats
-    View<float> image();  // x, n floats (initial guess in, solution out)
+    View<float> image();  // x, n floats: the solution (a solve starts from x = 0)
 
-    /// `iterations` iterations with a host loop (synchronizes every dot).
+    /// `iterations` iterations from x = 0 with a host loop (synchronizes every dot).
     void solve_host_loop(int iterations);
     /// The same as one graph launch; the graph is captured on the first
     /// call for this iteration count. Queued on the stream, no host sync.

@@ -42,6 +42,14 @@ enum class SolveLaunch {
 SolveLaunch parse_solve_launch(const std::string& text);
 const char* to_string(SolveLaunch launch);
 
+/// Where a solve starts.
+enum class InitialImage {
+    given,  // image() holds x0 (e.g. the sensor's previous image: a warm start)
+    zero,   // x0 = 0: the solver zeroes image() itself, and since r0 = −b it
+            // takes h0 = −Aᵀb from the product ‖Aᵀb‖ needs anyway, without
+            // forming A x0 and its adjoint (the same values as `given` from zeros)
+};
+
 struct SolverOptions {
     int max_iterations = 400;
     double tolerance = 0.0;        // stop when ‖g‖ ≤ tolerance ‖Aᵀb‖ (= ‖g0‖ from x0 = 0); 0: only
@@ -76,9 +84,9 @@ public:
 
 /// Solves `batch` frames at once against one system model and regularizer.
 /// All work buffers are allocated in the constructor, in exec's memory; a
-/// solve allocates nothing. Use: write b into input() (and the initial guess
-/// into image(): zeros, or the previous image for a warm start), call
-/// solve(), read image() and results().
+/// solve allocates nothing. Use: write b into input() and either the initial
+/// guess into image() (the previous image for a warm start) and call solve(),
+/// or call solve(InitialImage::zero); read image() and results().
 class CgnrSolver {
 public:
     CgnrSolver(const SystemModel& system, Regularizer regularizer, SolverOptions options,
@@ -100,8 +108,9 @@ public:
     /// captures or builds the launch, which synchronizes the stream once),
     /// unless an observer is set, which waits for the results. Until the
     /// stream has passed the solve, input() and image() must not be written
-    /// by other streams or read by the host.
-    void solve();
+    /// by other streams or read by the host. Each start is its own graph,
+    /// captured on its first solve.
+    void solve(InitialImage start = InitialImage::given);
     /// Per-frame outcome of the last solve (synchronizes the executor).
     std::vector<FrameResult> results() const;
     /// Queues a copy of the per-frame solver state of the last solve into
@@ -125,18 +134,18 @@ public:
     const Regularizer& regularizer() const { return regularizer_; }
 
     /// The two halves of solve(), exposed so that a whole solve can be
-    /// captured into a CUDA graph: initialize() forms r0, h0, g0, d0;
-    /// iterate(k) performs iteration k for every running frame.
-    void initialize();
+    /// captured into a CUDA graph: initialize() forms r0, h0, g0, d0 (from
+    /// zero, x0 too); iterate(k) performs iteration k for every running frame.
+    void initialize(InitialImage start = InitialImage::given);
     void iterate(int k);
     /// True while any frame's status is running (reads scalars: synchronizes).
     bool any_running() const;
 
 private:
     void form_data_gradient();  // h = Aᵀ(A x − b), via r
-    void solve_host_loop();
-    void solve_graph();       // recon/src/cgnr_graph.cpp
-    void solve_persistent();  // recon/src/cgnr_graph.cpp
+    void solve_host_loop(InitialImage start);
+    void solve_graph(InitialImage start);  // recon/src/cgnr_graph.cpp
+    void solve_persistent(InitialImage start);  // recon/src/cgnr_graph.cpp
     /// The launch `automatic` resolves to on this solver's executor and batch.
     SolveLaunch resolve_launch();  // recon/src/cgnr_graph.cpp
     /// This solver's buffers and settings as the persistent kernel takes them.
@@ -164,7 +173,9 @@ private:
     struct GraphDeleter {
         void operator()(kernels::SolveGraph* graph) const;  // cgnr_graph.cpp
     };
-    std::unique_ptr<kernels::SolveGraph, GraphDeleter> graph_;  // captured on the first graph solve
+    // One per InitialImage, made on its first solve. The persistent kernel
+    // forms r0 itself: its one launch serves a zero start after a fill.
+    std::unique_ptr<kernels::SolveGraph, GraphDeleter> graphs_[2];
 };
 
 /// Convenience for one frame on the host: returns x solving the problem
