@@ -511,7 +511,8 @@ void add_cuda_batch_rows(BenchTable& table, const BenchProblem& p, const Executo
             if (v.launch == recon::SolveLaunch::persistent) {
                 kn::fill(exec, probe.input(), 0.0f);
                 try {
-                    probe.solve(recon::InitialImage::zero);  // tells whether the batch fits the persistent kernel
+                    // tells whether the batch fits the persistent kernel
+                    probe.solve(recon::InitialImage::zero);
                 } catch (const std::invalid_argument&) {
                     continue;
                 }
