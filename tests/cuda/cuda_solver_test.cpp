@@ -199,12 +199,7 @@ std::pair<std::vector<float>, std::vector<FrameResult>> solve_from_zero(
                   kernels::View<const float>{b.data(), static_cast<kernels::size_type>(b.size())});
     kernels::fill(exec, solver.image(), 5.0f);
     solver.solve(InitialImage::zero);
-    std::vector<float> x(static_cast<std::size_t>(solver.image().size));
-    kernels::copy(kernels::Executor::cpu(),
-                  kernels::View<float>{x.data(), static_cast<kernels::size_type>(x.size())}, exec,
-                  kernels::View<const float>{solver.image().data, solver.image().size});
-    exec.synchronize();
-    return {x, solver.results()};
+    return test::images_and_results(solver);
 }
 
 /// A solve from InitialImage::zero ends where one from zeros written into

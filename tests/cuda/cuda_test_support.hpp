@@ -60,6 +60,19 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
     EXPECT_LE(rel_error(got, want), tol) << what;
 }
 
+/// The solver's images after its last solve, and the per-frame results.
+inline std::pair<std::vector<float>, std::vector<FrameResult>> images_and_results(
+    CgnrSolver& solver)
+{
+    const kernels::Executor& exec = solver.executor();
+    std::vector<float> x(static_cast<std::size_t>(solver.image().size));
+    kernels::copy(kernels::Executor::cpu(),
+                  kernels::View<float>{x.data(), static_cast<kernels::size_type>(x.size())}, exec,
+                  kernels::View<const float>{solver.image().data, solver.image().size});
+    exec.synchronize();
+    return {x, solver.results()};
+}
+
 /// Writes b ([batch][m]) into the solver's input and x0 ([batch][n]; empty:
 /// zeros) into its image, solves, and returns the images and the per-frame
 /// results.
@@ -77,12 +90,7 @@ inline std::pair<std::vector<float>, std::vector<FrameResult>> solve_frames(
                                                  static_cast<kernels::size_type>(x0.size())});
     }
     solver.solve();
-    std::vector<float> x(static_cast<std::size_t>(solver.image().size));
-    kernels::copy(kernels::Executor::cpu(),
-                  kernels::View<float>{x.data(), static_cast<kernels::size_type>(x.size())}, exec,
-                  kernels::View<const float>{solver.image().data, solver.image().size});
-    exec.synchronize();
-    return {x, solver.results()};
+    return images_and_results(solver);
 }
 
 /// The scalars after a cooperative update-and-direction step (`got`)
