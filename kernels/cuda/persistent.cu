@@ -422,7 +422,8 @@ __device__ void normal_pass_staged(const Args& a, const Shared& s, const Rows& r
     }
 }
 
-/// normal_pass_staged for the block's row width (≤ 6).
+/// normal_pass_staged for the block's row width: 1 to 6 (prepare_rows
+/// stages at least one entry a row; wider rows take the general loop).
 template <int BMAX>
 __device__ __forceinline__ void normal_pass_staged_any(const Args& a, const Shared& s,
                                                        const Rows& rows,
@@ -647,7 +648,11 @@ __device__ Rows prepare_rows(const System& sys, const Args& a, const Shared& s,
     const unsigned bits = __reduce_max_sync(0xffffffffu, __float_as_uint(column_max));
     if (threadIdx.x % 32 == 0) atomicMax(scratch + 1, bits);
     __syncthreads();
-    rows.width = static_cast<index_t>(scratch[0]);
+    // At least one entry a row: where every row of the block misses the
+    // image (rays past its corners), each stages one entry of weight 0, so
+    // that the loops unrolled for a width (normal_pass_staged_any) read
+    // only what was staged.
+    rows.width = max(static_cast<index_t>(1), static_cast<index_t>(scratch[0]));
     rows.bound = __uint_as_float(scratch[1]);
     // Rounding: the float sums above may sit an ulp below the exact ones.
     rows.row_bound = __uint_as_float(scratch[2]) * 1.001f;

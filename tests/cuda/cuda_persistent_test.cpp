@@ -326,6 +326,52 @@ TEST_P(PersistentRows, GradientCollapseInOneStepStaysAtTheSolution)
     EXPECT_LE(test::rel_error(x, reference), 1e-5);
 }
 
+// A parallel-beam system whose last block of rows holds one ray that
+// misses the image: 23 views of 71 bins are 1,633 rows, in ranges of 32 a
+// block (at least 52 SMs), so block 51 has row 1,632 alone, with no
+// entries. Its staged rows were read at the widest unrolled width (6
+// entries), past what was staged, into whatever the SM's shared memory
+// held: zeros in a fresh process, after a TV solve an illegal address
+// (docs/gpu-performance.md, history v50). So a TV solve runs first here.
+// Without a regularizer this system amplifies rounding (a one-ulp change of
+// b moves the host loop's x by up to 2e-3 after 12 iterations, H200), so
+// the solve runs 4 iterations, where x keeps to ~3e-6 of the host loop's.
+TEST_P(PersistentRows, ABlockOfRaysThatAllMissTheImageMatchesTheHostLoop)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    std::vector<double> angles;
+    for (int k = 0; k < 23; ++k) angles.push_back(0.4 + 180.0 * k / 23);
+    const Parallel2d model{64, 32, 71, angles, 0.0};
+    ASSERT_TRUE(model.row(model.rows() - 1).empty()) << "the last ray must miss the image";
+    for (const int batch : {1, 3}) {
+        SCOPED_TRACE("batch " + std::to_string(batch));
+        const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng,
+                                           -0.5f, 2.0f);
+        SolverOptions o = options();
+        o.max_iterations = 4;
+        o.residual_replacement = 2;
+        SolverOptions host = o;
+        host.launch = SolveLaunch::host_loop;
+        CgnrSolver reference{model, Regularizer{}, host, gpu(), batch};
+        const auto [x_ref, res_ref] = solve_frames(reference, b);
+        const RowsMode rows{mode()};
+        CgnrSolver regularized{model, Regularizer::parse("tv:0.02", 0.01), o, gpu(), 1};
+        solve_frames(regularized, std::vector<float>(b.begin(), b.begin() + model.rows()));
+        CgnrSolver solver{model, Regularizer{}, o, gpu(), batch};
+        const auto [x, res] = solve_frames(solver, b);
+        for (int f = 0; f < batch; ++f) {
+            EXPECT_EQ(res[f].iterations, 4) << "frame " << f;
+            EXPECT_NEAR(res[f].rel_gradient, res_ref[f].rel_gradient,
+                        1e-3 * res_ref[f].rel_gradient)
+                << "frame " << f;
+        }
+        EXPECT_LE(test::rel_error(x, x_ref), 1e-4);
+    }
+}
+
 std::string case_name(const ::testing::TestParamInfo<ModeForm>& info)
 {
     return std::get<0>(info.param) + "_" + to_string(std::get<1>(info.param));
