@@ -334,7 +334,7 @@ TEST_P(PersistentRows, GradientCollapseInOneStepStaysAtTheSolution)
 // held: zeros in a fresh process, after a TV solve an illegal address
 // (docs/gpu-performance.md, history v50). So a TV solve runs first here.
 // Without a regularizer this system amplifies rounding (a one-ulp change of
-// b moves the host loop's x by up to 2e-3 after 12 iterations, H200), so
+// b moves the host loop's x by up to 1.6e-3 after 12 iterations, H200), so
 // the solve runs 4 iterations, where x keeps to ~3e-6 of the host loop's.
 TEST_P(PersistentRows, ABlockOfRaysThatAllMissTheImageMatchesTheHostLoop)
 {

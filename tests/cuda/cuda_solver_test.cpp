@@ -258,10 +258,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 /// The frames of one repeated-solve case: a regularizer, a batch and how
 /// far to go. Without a regularizer this system amplifies rounding: in the
-/// host loop, b moved by one ulp moves x by ~1e-7 over the first 4
-/// iterations, 1e-4 after 8 and up to 2e-3 after 12 (H200), and the
-/// persistent launch's sums in other orders spread alike; with TV it stays
-/// below 1e-5 through 12 iterations.
+/// host loop, b moved by one ulp moves x by 1e-7 to 6e-7 over the first 4
+/// iterations, 1e-4 to 2e-4 after 8 and up to 1.6e-3 after 12 (H200), and
+/// repeated persistent solves, whose sums meet in other orders, spread as
+/// far; with TV both stay below 1e-5 through 12 iterations.
 struct RepeatCase {
     const char* name;
     const char* terms;
