@@ -332,7 +332,9 @@ TEST_P(PersistentRows, GradientCollapseInOneStepStaysAtTheSolution)
 // entries. Its staged rows were read at the widest unrolled width (6
 // entries), past what was staged, into whatever the SM's shared memory
 // held: zeros in a fresh process, after a TV solve an illegal address
-// (docs/gpu-performance.md, history v50). So a TV solve runs first here.
+// (docs/gpu-performance.md, history v50). So a TV solve runs first here,
+// in three rounds on fresh data: what it leaves depends on its data, and
+// one round caught the fault in 2 of 3 seeds.
 // Without a regularizer this system amplifies rounding (a one-ulp change of
 // b moves the host loop's x by up to 1.6e-3 after 12 iterations, H200), so
 // the solve runs 4 iterations, where x keeps to ~3e-6 of the host loop's.
@@ -346,29 +348,31 @@ TEST_P(PersistentRows, ABlockOfRaysThatAllMissTheImageMatchesTheHostLoop)
     for (int k = 0; k < 23; ++k) angles.push_back(0.4 + 180.0 * k / 23);
     const Parallel2d model{64, 32, 71, angles, 0.0};
     ASSERT_TRUE(model.row(model.rows() - 1).empty()) << "the last ray must miss the image";
-    for (const int batch : {1, 3}) {
-        SCOPED_TRACE("batch " + std::to_string(batch));
-        const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng,
-                                           -0.5f, 2.0f);
-        SolverOptions o = options();
-        o.max_iterations = 4;
-        o.residual_replacement = 2;
-        SolverOptions host = o;
-        host.launch = SolveLaunch::host_loop;
-        CgnrSolver reference{model, Regularizer{}, host, gpu(), batch};
-        const auto [x_ref, res_ref] = solve_frames(reference, b);
-        const RowsMode rows{mode()};
-        CgnrSolver regularized{model, Regularizer::parse("tv:0.02", 0.01), o, gpu(), 1};
-        solve_frames(regularized, std::vector<float>(b.begin(), b.begin() + model.rows()));
-        CgnrSolver solver{model, Regularizer{}, o, gpu(), batch};
-        const auto [x, res] = solve_frames(solver, b);
-        for (int f = 0; f < batch; ++f) {
-            EXPECT_EQ(res[f].iterations, 4) << "frame " << f;
-            EXPECT_NEAR(res[f].rel_gradient, res_ref[f].rel_gradient,
-                        1e-3 * res_ref[f].rel_gradient)
-                << "frame " << f;
+    for (int round = 1; round <= 3; ++round) {
+        for (const int batch : {1, 3}) {
+            SCOPED_TRACE("round " + std::to_string(round) + ", batch " + std::to_string(batch));
+            const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * batch, rng,
+                                               -0.5f, 2.0f);
+            SolverOptions o = options();
+            o.max_iterations = 4;
+            o.residual_replacement = 2;
+            SolverOptions host = o;
+            host.launch = SolveLaunch::host_loop;
+            CgnrSolver reference{model, Regularizer{}, host, gpu(), batch};
+            const auto [x_ref, res_ref] = solve_frames(reference, b);
+            const RowsMode rows{mode()};
+            CgnrSolver regularized{model, Regularizer::parse("tv:0.02", 0.01), o, gpu(), 1};
+            solve_frames(regularized, std::vector<float>(b.begin(), b.begin() + model.rows()));
+            CgnrSolver solver{model, Regularizer{}, o, gpu(), batch};
+            const auto [x, res] = solve_frames(solver, b);
+            for (int f = 0; f < batch; ++f) {
+                EXPECT_EQ(res[f].iterations, 4) << "frame " << f;
+                EXPECT_NEAR(res[f].rel_gradient, res_ref[f].rel_gradient,
+                            1e-3 * res_ref[f].rel_gradient)
+                    << "frame " << f;
+            }
+            EXPECT_LE(test::rel_error(x, x_ref), 1e-4);
         }
-        EXPECT_LE(test::rel_error(x, x_ref), 1e-4);
     }
 }
 
