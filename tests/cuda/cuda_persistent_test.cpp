@@ -344,9 +344,7 @@ TEST_P(PersistentRows, ABlockOfRaysThatAllMissTheImageMatchesTheHostLoop)
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
-    std::vector<double> angles;
-    for (int k = 0; k < 23; ++k) angles.push_back(0.4 + 180.0 * k / 23);
-    const Parallel2d model{64, 32, 71, angles, 0.0};
+    const Parallel2d model = test::small_parallel_beam();
     ASSERT_TRUE(model.row(model.rows() - 1).empty()) << "the last ray must miss the image";
     for (int round = 1; round <= 3; ++round) {
         for (const int batch : {1, 3}) {

@@ -220,9 +220,7 @@ TEST_P(GpuSolver, ZeroStartEqualsASolveFromGivenZerosAndKeepsItsOwnLaunch)
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
-    std::vector<double> angles;
-    for (int k = 0; k < 23; ++k) angles.push_back(0.4 + 180.0 * k / 23);
-    const Parallel2d model{64, 32, 71, angles, 0.0};  // mirrored tiles for one frame
+    const Parallel2d model = test::small_parallel_beam();
     struct Case {
         const char* terms;
         int batch;
@@ -294,9 +292,7 @@ TEST_P(GpuRepeatedSolve, EndsWhereTheFirstSolveDid)
     const auto seed = test::fresh_seed();
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
-    std::vector<double> angles;
-    for (int k = 0; k < 23; ++k) angles.push_back(0.4 + 180.0 * k / 23);
-    const Parallel2d model{64, 32, 71, angles, 0.0};
+    const Parallel2d model = test::small_parallel_beam();
     const auto reg = Regularizer::parse(c.terms, 0.01);
     SolverOptions o;
     o.launch = launch;

@@ -15,6 +15,7 @@
 #include "kernels/memory.hpp"
 #include "kernels/primitives.hpp"
 #include "recon/cgnr.hpp"
+#include "recon/system_model.hpp"
 #include "test_utils.hpp"
 
 namespace recon::test {
@@ -30,6 +31,17 @@ namespace recon::test {
 constexpr float poison = std::numeric_limits<float>::quiet_NaN();
 
 inline kernels::Executor gpu() { return kernels::Executor::cuda(0); }
+
+/// A parallel-beam system of 64 x 32 pixels, 23 views of 71 bins: one frame
+/// takes the mirrored tiles' kernels, and its last ray passes the image's
+/// corner (1,633 rows: in ranges of 32, the persistent kernel's block 51
+/// holds that row alone).
+inline Parallel2d small_parallel_beam()
+{
+    std::vector<double> angles;
+    for (int k = 0; k < 23; ++k) angles.push_back(0.4 + 180.0 * k / 23);
+    return Parallel2d{64, 32, 71, angles, 0.0};
+}
 
 template <class T>
 kernels::Array<T> upload(const std::vector<T>& host)
