@@ -1169,23 +1169,30 @@ __global__ void __launch_bounds__(adjoint_threads<BT, Mirrored>, Mirrored ? 1 : 
                 const int i = e - vl * adjoint_window;
                 const AdjointView& a = views[vl];
                 const index_t bin = a.first_bin + i;
+                // The view's scale read once, before the table's stores (after
+                // them the compiler read it again from shared memory).
+                const float scale = a.scale;
                 const float base = ray_base(v, a.inv, a.slope_c_major, a.c_minor, bin);
-                // Only the bins the tile reads: a block's staging is bound by
-                // its L2 loads (each copy of it added ~1.25 µs to ct_256's
-                // iteration, H200), and ~22 of the 32 on average are read.
+                // Only the bins the tile reads, ~22 of the 32 on average. The
+                // staging costs its instructions an entry more than its bytes
+                // from L2 (history v52: one more load an entry made ct_256's
+                // solve 0.10 ms longer from the entry's own address and 0.15 ms
+                // from other sectors, half the staging's bytes again).
                 const bool inside = i < a.window_bins && bin >= 0 && bin < v.bins;
                 const index_t row = (chunk + vl) * v.bins;
                 const index_t at = row + (inside ? bin : 0);
                 float ys[BT];
 #pragma unroll
                 for (int b = 0; b < BT; ++b) {
-                    ys[b] = inside ? __ldg(frame_y[b] + at) * a.scale : 0.0f;
+                    ys[b] = inside ? __ldg(frame_y[b] + at) * scale : 0.0f;
                 }
-                table.store(vl, i, ys, base);
+                float ym = 0.0f;  // Mirrored: the reflected bin's, loaded beside y
                 if constexpr (Mirrored) {
                     const index_t mirrored = row + (inside ? v.bins - 1 - bin : 0);
-                    mirror->y[vl][i] = inside ? __ldg(frame_y[0] + mirrored) * a.scale : 0.0f;
+                    ym = inside ? __ldg(frame_y[0] + mirrored) * scale : 0.0f;
                 }
+                table.store(vl, i, ys, base);
+                if constexpr (Mirrored) mirror->y[vl][i] = ym;
             }
             __syncthreads();
             for (int vl = group; vl < count; vl += groups) {
