@@ -155,8 +155,12 @@ void CgnrSolver::iterate(int k)
 {
     const bool regularized = !regularizer_.empty();
     const bool cgls1 = options_.form == CgnrForm::cgls1;
-    const bool replace = !cgls1 && options_.residual_replacement > 0 &&
-                         (k + 1) % options_.residual_replacement == 0;
+    // h_k is refreshed after every K recurrence steps, at k = K, 2K, …: not
+    // at k = 0, where the start formed h_0 itself, nor at the last iteration
+    // of a solve whose length K divides, where it would reach x only through
+    // that iteration's α (docs/solver.md)
+    const bool replace = !cgls1 && options_.residual_replacement > 0 && k > 0 &&
+                         k % options_.residual_replacement == 0;
     // The fused form between replacements moves x, h and g in one pass.
     const bool one_pass = !cgls1 && !replace;
     const View<float> g = or_alias(g_, h_);

@@ -20,8 +20,9 @@ void CgnrSolver::GraphDeleter::operator()(kernels::SolveGraph* graph) const { de
 namespace {
 
 /// Iterations per turn of the graph's loop. iterate(k) replaces the residual
-/// when (k + 1) % K == 0, so with replacement the body is a whole multiple
-/// of K and its local index k reproduces the global schedule.
+/// when k > 0 and k % K == 0, so with replacement the body is a whole
+/// multiple of K, and a body captured as iterations turn, …, 2 turn − 1
+/// reproduces the schedule of every turn after the first.
 int body_iterations(const SolverOptions& options)
 {
     const int unroll = options.graph_unroll;
@@ -38,10 +39,16 @@ void CgnrSolver::solve_graph(InitialImage start)
     auto& graph = graphs_[static_cast<int>(start)];
     if (!graph) {
         const int turn = body_iterations(options_);
+        // The first turn, which has no refresh at its start, runs before the
+        // loop; the loop's body is the turns that start with one
         auto captured = kernels::SolveGraph::capture(
-            exec_, [this, start] { initialize(start); },
-            [this, turn] {
+            exec_,
+            [this, start, turn] {
+                initialize(start);
                 for (int k = 0; k < turn; ++k) iterate(k);
+            },
+            [this, turn] {
+                for (int k = turn; k < 2 * turn; ++k) iterate(k);
             },
             View<const kernels::CgnrScalars>{scalars_.data(), scalars_.size()}, batch_);
         graph.reset(new kernels::SolveGraph{std::move(captured)});

@@ -203,6 +203,15 @@ std::pair<std::vector<float>, std::vector<FrameResult>> solve_from_zero(
     return test::images_and_results(solver);
 }
 
+/// The terms and the batch of the tests that walk the one-pass step's path
+/// (one frame with one TV term, on mirrored tiles) and a batch without a
+/// regularizer.
+struct TermsCase {
+    const char* terms;
+    int batch;
+};
+constexpr TermsCase tv_frame_and_plain_frames[] = {{"tv:0.02", 1}, {"", 3}};
+
 /// A solve from InitialImage::zero ends where one from zeros written into
 /// image() does (r0 = −b, h0 = −Aᵀb without A·0 and its adjoint), in every
 /// launch and form: one frame on mirrored tiles with one TV term (the
@@ -221,11 +230,7 @@ TEST_P(GpuSolver, ZeroStartEqualsASolveFromGivenZerosAndKeepsItsOwnLaunch)
     SCOPED_TRACE(test::seed_trace(seed));
     std::mt19937_64 rng{seed};
     const Parallel2d model = test::small_parallel_beam();
-    struct Case {
-        const char* terms;
-        int batch;
-    };
-    for (const Case c : {Case{"tv:0.02", 1}, Case{"", 3}}) {
+    for (const TermsCase c : tv_frame_and_plain_frames) {
         SCOPED_TRACE(std::string{"terms '"} + c.terms + "', batch " + std::to_string(c.batch));
         if (std::get<0>(GetParam()) == SolveLaunch::persistent && c.batch > 1) continue;
         const auto reg = Regularizer::parse(c.terms, 0.01);
@@ -244,6 +249,44 @@ TEST_P(GpuSolver, ZeroStartEqualsASolveFromGivenZerosAndKeepsItsOwnLaunch)
                            "b2: zero start, then given zeros");
         expect_same_solves(test::solve_frames(solver, b2, first.first), warm, exact,
                            "b2: the warm start again");
+    }
+}
+
+/// The graph runs its first turn before the loop and captures the loop's
+/// body as a turn that starts with a residual replacement (the fused form
+/// refreshes h_k at k = K, 2K, …). Against the host loop, bit for bit: one
+/// frame with TV (the one-pass step in the adjoint's launch) and three
+/// frames without a regularizer; K = 4 and a turn of 8 iterations; solves
+/// shorter than a turn, of whole turns and ending inside a turn; from zero
+/// and from given images.
+TEST(GpuSolveGraph, EqualsTheHostLoopAcrossTurnsAndReplacements)
+{
+    RECON_REQUIRE_GPU();
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Parallel2d model = test::small_parallel_beam();
+    for (const TermsCase c : tv_frame_and_plain_frames) {
+        const auto reg = Regularizer::parse(c.terms, 0.01);
+        const auto b = test::random_vector(static_cast<std::size_t>(model.rows()) * c.batch, rng,
+                                           -0.5f, 2.0f);
+        for (const int iterations : {5, 24, 29}) {
+            SCOPED_TRACE(std::string{"terms '"} + c.terms + "', batch " +
+                         std::to_string(c.batch) + ", " + std::to_string(iterations) +
+                         " iterations");
+            SolverOptions o;
+            o.max_iterations = iterations;
+            o.residual_replacement = 4;
+            o.graph_unroll = 6;  // a turn of 8: whole replacement periods
+            SolverOptions host = o;
+            o.launch = SolveLaunch::graph;
+            host.launch = SolveLaunch::host_loop;
+            CgnrSolver graph{model, reg, o, gpu(), c.batch};
+            CgnrSolver loop{model, reg, host, gpu(), c.batch};
+            expect_same_solves(solve_from_zero(graph, b), solve_from_zero(loop, b), true,
+                               "from zero");
+            expect_same_solves(run(graph, b), run(loop, b), true, "from given zeros");
+        }
     }
 }
 

@@ -276,6 +276,42 @@ TEST(Cgnr, ZeroStartEqualsASolveFromGivenZeros)
     }
 }
 
+/// The fused form refreshes h_k = Aᵀ(A x_k − b) after every K recurrence
+/// steps, at k = K, 2K, …, before the step. A refresh at k reaches x first
+/// in x_{k+2} where a regularizer keeps g apart from h (α_k keeps the
+/// recurrence's g_k), and in x_{k+1} without one (g is h). So, against the
+/// same solve without refreshes: K iterations (none yet, and none at k = 0)
+/// are the same bits; with TV so are K + 1 (the refresh at k = K moves h,
+/// not x_{K+1}); and K + 2 are not (it took place).
+TEST(Cgnr, ResidualReplacementFallsAfterEveryKSteps)
+{
+    const auto seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_trace(seed));
+    std::mt19937_64 rng{seed};
+    const Parallel2d model{24, 20, 29, {0, 25, 50, 75, 100, 125, 150, 175}, 0.3};
+    const auto b = test::random_vector(static_cast<std::size_t>(model.rows()), rng, -1.0f, 2.0f);
+    constexpr int period = 5;
+    auto solve = [&](const Regularizer& reg, int iterations, int replacement) {
+        SolverOptions options;
+        options.max_iterations = iterations;
+        options.residual_replacement = replacement;
+        return solve_cgnr(model, reg, options, Executor::cpu(), b);
+    };
+    for (const char* terms : {"", "tv:0.05"}) {
+        SCOPED_TRACE(std::string{"terms '"} + terms + "'");
+        const auto reg = Regularizer::parse(terms, 0.01);
+        expect_same_values(solve(reg, period, period), solve(reg, period, 0),
+                           "K iterations against none refreshed");
+        const auto refreshed = solve(reg, period + 2, period);
+        const auto plain = solve(reg, period + 2, 0);
+        EXPECT_GT(test::rel_error(refreshed, plain), 0.0) << "K + 2 iterations: no refresh took place";
+        if (*terms != '\0') {
+            expect_same_values(solve(reg, period + 1, period), solve(reg, period + 1, 0),
+                               "K + 1 iterations with TV against none refreshed");
+        }
+    }
+}
+
 TEST(Cgnr, MaxIterationsIsExact)
 {
     const Synthetic model{300, 100, 2000, 5};
