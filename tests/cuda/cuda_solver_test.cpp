@@ -258,7 +258,7 @@ TEST_P(GpuSolver, ZeroStartEqualsASolveFromGivenZerosAndKeepsItsOwnLaunch)
 /// frame with TV (the one-pass step in the adjoint's launch) and three
 /// frames without a regularizer; K = 4 and a turn of 8 iterations; solves
 /// shorter than a turn, of whole turns and ending inside a turn; from zero
-/// and from given images.
+/// and from zeros written into image().
 TEST(GpuSolveGraph, EqualsTheHostLoopAcrossTurnsAndReplacements)
 {
     RECON_REQUIRE_GPU();
